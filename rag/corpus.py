@@ -1,0 +1,770 @@
+"""Reads paper listings and JSON Lines files into `Paper` records.
+
+Two formats:
+- listings (`.txt`): the conference "论文检索" export, one paragraph per field
+  (optional track "Area · Subarea", comma-separated authors, the abstract);
+- JSON Lines (`.jsonl`, `.jsonl.gz`): one object per line with at least an `abstract`.
+
+Reading never aborts: every block that cannot be used becomes a `Problem` with file:line and
+the reason, and everything else is returned.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+LISTING_SUFFIXES = (".txt",)
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
+SUPPORTED_SUFFIXES = LISTING_SUFFIXES + JSONL_SUFFIXES
+LISTING_HEADER = "论文检索"
+TRUNCATION_MARK = "等"
+TRACK_SEPARATOR = " · "
+
+DEFAULT_MAX_ABSTRACT_CHARS = 20_000
+DEFAULT_MAX_FILE_BYTES = 512 * 1024 * 1024
+MIN_ABSTRACT_WORDS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A block or file that was skipped, and why."""
+
+    source: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Paper:
+    """One paper. Records read from a single source and merged papers share this shape."""
+
+    id: str
+    abstract: str
+    title: str = ""
+    authors: tuple[str, ...] = ()
+    authors_truncated: bool = False
+    track: str = ""
+    venue: str = ""
+    url: str = ""
+    year: int | None = None
+    keywords: tuple[str, ...] = ()
+    source: str = ""
+    sources: tuple[str, ...] = ()
+    own_id: str = ""
+    aliases: tuple[str, ...] = ()
+    display_name: str = ""
+
+    @property
+    def area(self) -> str:
+        return split_track(self.track)[0]
+
+    @property
+    def subarea(self) -> str:
+        return split_track(self.track)[1]
+
+    @property
+    def first_author(self) -> str:
+        return self.authors[0] if self.authors else ""
+
+    @property
+    def key(self) -> str:
+        """Identity of the text: equal for the same abstract up to whitespace and markup."""
+        return abstract_key(self.abstract)
+
+    @property
+    def authors_text(self) -> str:
+        text = ", ".join(self.authors)
+        return f"{text} et al." if self.authors_truncated else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "display_name": self.display_name,
+            "title": self.title,
+            "authors": list(self.authors),
+            "authors_truncated": self.authors_truncated,
+            "track": self.track,
+            "area": self.area,
+            "subarea": self.subarea,
+            "venue": self.venue,
+            "url": self.url,
+            "year": self.year,
+            "keywords": list(self.keywords),
+            "abstract": self.abstract,
+            "source": self.source,
+            "sources": list(self.sources),
+            "aliases": list(self.aliases),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Paper:
+        return cls(
+            id=data["id"],
+            abstract=data["abstract"],
+            title=data.get("title", ""),
+            authors=tuple(data.get("authors", ())),
+            authors_truncated=bool(data.get("authors_truncated", False)),
+            track=data.get("track", ""),
+            venue=data.get("venue", ""),
+            url=data.get("url", ""),
+            year=data.get("year"),
+            keywords=tuple(data.get("keywords", ())),
+            source=data.get("source", ""),
+            sources=tuple(data.get("sources", ())),
+            own_id=data.get("own_id", ""),
+            aliases=tuple(data.get("aliases", ())),
+            display_name=data.get("display_name", ""),
+        )
+
+
+@dataclass
+class ReadResult:
+    papers: list[Paper] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------- normalisation
+
+_LATEX_WRAPPERS = re.compile(
+    r"\\(?:emph|textit|textbf|texttt|textsc|textrm|textsf|text|mathrm|mathbf|mathit|mathcal"
+    r"|mathbb|mathsf|operatorname|underline|url|href)\s*\{([^{}]*)\}"
+)
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def abstract_key(text: str) -> str:
+    """Hash of an abstract with whitespace, case, LaTeX and Markdown markup removed."""
+    t = unicodedata.normalize("NFKC", text)
+    for _ in range(3):  # nested wrappers such as \textbf{\emph{x}}
+        t = _LATEX_WRAPPERS.sub(r"\1", t)
+    t = _LATEX_COMMAND.sub(" ", t)
+    t = _NON_WORD.sub(" ", t.casefold()).strip()
+    return hashlib.sha256(t.encode()).hexdigest()
+
+
+def derived_id(text: str) -> str:
+    """The id of a paper whose source gives none: stable across runs and file orders."""
+    return "p-" + abstract_key(text)[:16]
+
+
+def split_track(track: str) -> tuple[str, str]:
+    """("Deep Learning", "Attention Mechanisms") from "Deep Learning · Attention Mechanisms"."""
+    for sep in (TRACK_SEPARATOR, "·", "->", " > "):
+        if sep in track:
+            area, _, sub = track.partition(sep)
+            return area.strip(), sub.strip()
+    return track.strip(), ""
+
+
+def fold(text: str) -> str:
+    """Case- and accent-insensitive form used for matching names and tracks."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return " ".join(stripped.casefold().split())
+
+
+# ---------------------------------------------------------------------------- authors
+
+
+def parse_authors(value: str | Iterable[Any]) -> tuple[tuple[str, ...], bool]:
+    """Author names and whether the list was truncated ("等", "et al.", "...")."""
+    if isinstance(value, str):
+        parts = re.split(r"[,，;；、]", value)
+    else:
+        parts = [str(v) for v in value if v is not None]
+    names: list[str] = []
+    truncated = False
+    for raw in parts:
+        name = " ".join(raw.split())
+        for mark in (TRUNCATION_MARK, "et al.", "et al", "…", "..."):
+            if name.endswith(mark):
+                truncated = True
+                name = name[: -len(mark)].strip()
+        if name:
+            names.append(name)
+    return tuple(names), truncated
+
+
+_AUTHOR_NAME = re.compile(r"^[^\d!?:;=<>{}\[\]$\\]{1,60}$")
+_ENDS_WITH_INITIAL = re.compile(r"(?:^|\s)\w\.$")
+
+
+def looks_like_authors(line: str) -> bool:
+    names, truncated = parse_authors(line)
+    if not names:
+        return False
+    if len(line) > 3000:
+        return False
+    ending = line.rstrip()
+    if ending.endswith(("!", "?", ":")) or (
+        ending.endswith(".") and not truncated and not _ENDS_WITH_INITIAL.search(ending)
+    ):
+        return False
+    return all(_AUTHOR_NAME.match(n) and len(n.split()) <= 7 for n in names)
+
+
+def looks_like_track(line: str) -> bool:
+    if "·" not in line or len(line) > 200 or line.rstrip().endswith("."):
+        return False
+    area, sub = split_track(line)
+    return bool(area) and bool(sub) and len(area.split()) <= 6
+
+
+def looks_like_abstract(line: str) -> bool:
+    return len(line.split()) >= MIN_ABSTRACT_WORDS
+
+
+# ---------------------------------------------------------------------------- display names
+
+_GENERIC_ACRONYMS = {
+    "llm",
+    "llms",
+    "mllm",
+    "mllms",
+    "vlm",
+    "vlms",
+    "lm",
+    "lms",
+    "ai",
+    "ml",
+    "nlp",
+    "rl",
+    "kv",
+    "sae",
+    "saes",
+    "cot",
+    "gnn",
+    "gnns",
+    "cnn",
+    "cnns",
+    "rnn",
+    "rnns",
+    "mlp",
+    "mlps",
+    "ood",
+    "iid",
+    "sota",
+    "gpu",
+    "gpus",
+    "cpu",
+    "api",
+    "apis",
+    "rlhf",
+    "dpo",
+    "ppo",
+    "sft",
+    "nli",
+    "qa",
+    "vae",
+    "vaes",
+    "gan",
+    "gans",
+    "ode",
+    "odes",
+    "sde",
+    "sdes",
+    "pde",
+    "pdes",
+    "mse",
+    "kl",
+    "auc",
+    "roc",
+    "fid",
+    "bleu",
+    "ece",
+    "ner",
+    "asr",
+    "tts",
+    "moe",
+    "lora",
+    "vit",
+    "vits",
+    "dit",
+    "dits",
+    "ar",
+    "nn",
+    "dnn",
+    "dnns",
+    "xai",
+    "ot",
+    "mdp",
+    "mdps",
+    "pomdp",
+    "gp",
+    "gps",
+    "hmm",
+    "em",
+    "svm",
+    "pca",
+    "ica",
+    "vqa",
+    "rag",
+    "icl",
+    "iclr",
+    "icml",
+    "neurips",
+    "ssm",
+    "ssms",
+    "gpt",
+    "bert",
+    "clip",
+    "imagenet",
+    "cifar",
+    "mnist",
+    "usa",
+    "eu",
+    "uk",
+    "it",
+    "fl",
+    "sgd",
+    "adam",
+    "ntk",
+    "mcmc",
+    "snr",
+    "tv",
+    "ci",
+    "id",
+    "drl",
+    "marl",
+    "cp",
+    "ffn",
+    "ffns",
+    "mha",
+    "iou",
+    "map",
+    "nerf",
+    "llama",
+    "cv",
+    "gflownet",
+    "gflownets",
+    "lvlm",
+    "lvlms",
+    "owod",
+    "roi",
+    "cdm",
+}
+_GENERIC_SUFFIXES = ("-based", "-like", "-free", "-aware", "-level", "-wise", "-style", "-scale")
+_NAME_TOKEN = r"[A-Za-z][A-Za-z0-9]*(?:[-‑][A-Za-z0-9]+)*"
+_INTRODUCE = re.compile(
+    r"\b(?:we|this paper|this work|paper|and)\s+(?:\w+ly\s+|first\s+|further\s+|then\s+)?"
+    r"(?:propose|proposes|introduce|introduces|present|presents|develop|develops|design|"
+    r"designs|build|builds|release|releases|construct|constructs|curate|curates|formulate)\s+"
+    r"([^.;:]{0,160})",
+    re.IGNORECASE,
+)
+_NAMED = re.compile(
+    r"\b(?:called|named|dubbed|termed|coined)\s+\W{0,3}(" + _NAME_TOKEN + r")", re.IGNORECASE
+)
+_PAREN = re.compile(r"\((" + _NAME_TOKEN + r")\)")
+_BOLD = re.compile(r"\*\*(" + _NAME_TOKEN + r")\*\*|\\textbf\{(" + _NAME_TOKEN + r")\}")
+_TOKEN = re.compile(_NAME_TOKEN)
+
+
+_INTRODUCED_WORD = re.compile(r"^(?:a\s+|an\s+|the\s+)?(" + _NAME_TOKEN + r")\s*[,:(]")
+
+
+def _is_method_name(token: str) -> bool:
+    _, *rest = token.split("-")
+    if token.casefold().endswith(_GENERIC_SUFFIXES) or (rest and all(r.islower() for r in rest)):
+        return False  # "LLM-based", "LLM-in-the-loop": a description, not a name
+    if token.casefold().rstrip("s") in _GENERIC_ACRONYMS or token.casefold() in _GENERIC_ACRONYMS:
+        return False
+    if len(token) < 2 or len(token) > 30:
+        return False
+    uppers = sum(c.isupper() for c in token)
+    # A coined name has capitals past the first letter (TimeSAE, NAtS-L, FS-DFM) or digits.
+    return uppers >= 2 or (uppers >= 1 and any(c.isdigit() for c in token))
+
+
+def method_name(abstract: str) -> str:
+    """The name the abstract coins for its contribution ("NAtS-L", "TimeSAE"), or ""."""
+    text = re.sub(r"https?://\S+", " ", abstract).replace("**", "")
+    counts = Counter(t for t in _TOKEN.findall(text) if _is_method_name(t))
+    scores: Counter[str] = Counter()
+    for m in _NAMED.finditer(text):
+        if _is_method_name(m.group(1)):
+            scores[m.group(1)] += 6
+    for m in _INTRODUCE.finditer(text):
+        span = m.group(1)
+        lead = _INTRODUCED_WORD.match(span)
+        if (
+            lead
+            and lead.group(1)[0].isupper()
+            and lead.group(1).casefold() not in _GENERIC_ACRONYMS
+        ):
+            scores[lead.group(1)] += 7  # "we present Orak, a benchmark ..."
+        for paren in _PAREN.findall(span):
+            if _is_method_name(paren):
+                scores[paren] += 8
+        for tok in _TOKEN.findall(span)[:6]:
+            if _is_method_name(tok):
+                scores[tok] += 5
+                break
+    for m in _BOLD.finditer(text):
+        tok = m.group(1) or m.group(2)
+        if _is_method_name(tok):
+            scores[tok] += 3
+    if not scores:
+        return ""  # a name merely used (in parentheses, repeated) is not one the paper coins
+    for paren in _PAREN.findall(text):
+        if paren in scores:
+            scores[paren] += 2
+    for tok in scores:
+        scores[tok] += min(counts[tok], 5)
+    best, _ = max(scores.items(), key=lambda kv: (kv[1], -text.find(kv[0])))
+    return best
+
+
+def _surname(name: str) -> str:
+    parts = name.replace("(", " ").replace(")", " ").split()
+    return parts[-1].title() if parts and parts[-1].isupper() else (parts[-1] if parts else "")
+
+
+def fallback_name(paper: Paper) -> str:
+    who = f"{_surname(paper.first_author)} et al." if paper.authors else "Anonymous"
+    topic = paper.subarea or paper.area or " ".join(paper.abstract.split()[:6]) + "…"
+    return f"{who} ({topic})"
+
+
+def assign_display_names(papers: list[Paper]) -> list[Paper]:
+    """Title where known, else the coined method name, else first author and track; unique."""
+    names = []
+    for p in papers:
+        if p.title:
+            names.append(" ".join(p.title.split()))
+        else:
+            names.append(method_name(p.abstract) or fallback_name(p))
+    seen = Counter(names)
+    out = []
+    taken: set[str] = set()
+    for p, name in zip(papers, names, strict=True):
+        if seen[name] > 1 and not p.title:
+            if name.startswith(f"{_surname(p.first_author)} et al.") and p.first_author:
+                name = f"{p.first_author} et al." + name.split(" et al.", 1)[1]
+            else:
+                name = f"{name} — {p.first_author or p.id}"
+        if name in taken:
+            name = f"{name} [{p.id}]"
+        taken.add(name)
+        out.append(replace(p, display_name=name))
+    return out
+
+
+# ---------------------------------------------------------------------------- readers
+
+
+def _check_abstract(text: str, max_chars: int) -> str | None:
+    if not text.strip():
+        return "no abstract"
+    if len(text) > max_chars:
+        return f"abstract of {len(text):,} characters exceeds the limit of {max_chars:,}"
+    return None
+
+
+def _decode_lines(raw: bytes, source: str, problems: list[Problem]) -> list[str | None]:
+    """Lines of a UTF-8 file; an undecodable or NUL-bearing line becomes None (reported)."""
+    out: list[str | None] = []
+    for n, chunk in enumerate(raw.split(b"\n"), start=1):
+        if b"\x00" in chunk:
+            problems.append(Problem(source, n, "NUL byte in line"))
+            out.append(None)
+            continue
+        try:
+            text = chunk.decode("utf-8")
+        except UnicodeDecodeError as err:
+            problems.append(Problem(source, n, f"invalid UTF-8 at byte {err.start}"))
+            out.append(None)
+            continue
+        out.append(text.removeprefix("\ufeff").rstrip("\r"))
+    return out
+
+
+def read_listing(
+    raw: bytes, source: str, max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS
+) -> tuple[list[Paper], list[Problem]]:
+    problems: list[Problem] = []
+    lines = _decode_lines(raw, source, problems)
+    # Paragraphs: runs of non-blank lines. A bad line poisons its paragraph.
+    paragraphs: list[tuple[int, str | None]] = []
+    start, buf, bad = 0, [], False
+    for n, line in enumerate([*lines, ""], start=1):
+        if line is None:
+            bad = True
+            start = start or n
+            continue
+        if line.strip():
+            start = start or n
+            buf.append(line.strip())
+            continue
+        if buf or bad:
+            paragraphs.append((start, None if bad else " ".join(buf)))
+        start, buf, bad = 0, [], False
+
+    papers: list[Paper] = []
+    track: tuple[int, str] | None = None
+    authors: tuple[int, str] | None = None
+    poisoned = False  # the current block had an unreadable paragraph
+
+    def drop(line: int, reason: str) -> None:
+        nonlocal track, authors, poisoned
+        problems.append(Problem(source, line, reason))
+        track, authors, poisoned = None, None, False
+
+    for n, text in paragraphs:
+        if text is None:
+            poisoned = True
+            continue
+        if text == LISTING_HEADER and track is None and authors is None:
+            continue
+        if authors is not None:
+            if looks_like_abstract(text) or not (
+                looks_like_track(text) or looks_like_authors(text)
+            ):
+                block_line = track[0] if track else authors[0]
+                if poisoned:
+                    drop(block_line, "block skipped: it has an unreadable line")
+                    continue
+                reason = _check_abstract(text, max_abstract_chars)
+                if reason:
+                    drop(n, reason)
+                    continue
+                names, truncated = parse_authors(authors[1])
+                papers.append(
+                    Paper(
+                        id=derived_id(text),
+                        abstract=text,
+                        authors=names,
+                        authors_truncated=truncated,
+                        track=track[1] if track else "",
+                        source=f"{source}:{block_line}",
+                        sources=(f"{source}:{block_line}",),
+                    )
+                )
+                track, authors, poisoned = None, None, False
+                continue
+            drop(authors[0], "block has authors but no abstract")
+        if looks_like_track(text):
+            if track is not None:
+                drop(track[0], "block has a track but no authors or abstract")
+            track = (n, text)
+        elif looks_like_authors(text):
+            authors = (n, text)
+        else:
+            drop(n, "text without an author line before it")
+    if authors is not None:
+        drop(authors[0], "block has authors but no abstract")
+    elif track is not None:
+        drop(track[0], "block has a track but no authors or abstract")
+    return papers, problems
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return " ".join(str(value).split())
+
+
+def read_jsonl(
+    raw: bytes, source: str, max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS
+) -> tuple[list[Paper], list[Problem]]:
+    problems: list[Problem] = []
+    papers: list[Paper] = []
+    for n, line in enumerate(_decode_lines(raw, source, problems), start=1):
+        if line is None or not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            problems.append(Problem(source, n, f"invalid JSON: {err.msg}"))
+            continue
+        if not isinstance(obj, dict):
+            problems.append(Problem(source, n, "line is not a JSON object"))
+            continue
+        abstract = obj.get("abstract")
+        if not isinstance(abstract, str):
+            problems.append(Problem(source, n, "no abstract"))
+            continue
+        abstract = " ".join(abstract.split())
+        reason = _check_abstract(abstract, max_abstract_chars)
+        if reason:
+            problems.append(Problem(source, n, reason))
+            continue
+        names, truncated = parse_authors(obj.get("authors") or ())
+        own = _as_text(obj.get("id"))
+        year_raw = obj.get("year")
+        year = None
+        if isinstance(year_raw, int) or (isinstance(year_raw, str) and year_raw.isdigit()):
+            year = int(year_raw)
+        keywords_raw = obj.get("keywords") or ()
+        if isinstance(keywords_raw, str):
+            keywords = tuple(k.strip() for k in re.split(r"[,;]", keywords_raw) if k.strip())
+        else:
+            keywords = tuple(str(k) for k in keywords_raw)
+        papers.append(
+            Paper(
+                id=own or derived_id(abstract),
+                own_id=own,
+                abstract=abstract,
+                title=_as_text(obj.get("title")),
+                authors=names,
+                authors_truncated=truncated,
+                track=_as_text(obj.get("track")),
+                venue=_as_text(obj.get("venue")),
+                url=_as_text(obj.get("url") or obj.get("openreview")),
+                year=year,
+                keywords=keywords,
+                source=f"{source}:{n}",
+                sources=(f"{source}:{n}",),
+            )
+        )
+    return papers, problems
+
+
+def source_name(path: Path, root: Path | None = None) -> str:
+    """How a file is named in sources and problems: relative to `root` when inside it."""
+    resolved = path.resolve()
+    if root is not None:
+        try:
+            return str(resolved.relative_to(root.resolve()))
+        except ValueError:
+            pass
+    return str(resolved)
+
+
+def read_file(
+    path: Path,
+    root: Path | None = None,
+    max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> tuple[list[Paper], list[Problem]]:
+    source = source_name(path, root)
+    name = path.name.lower()
+    if not name.endswith(SUPPORTED_SUFFIXES):
+        return [], [Problem(source, 0, "unsupported file type (want .txt, .jsonl, .jsonl.gz)")]
+    try:
+        size = path.stat().st_size
+        if size > max_file_bytes:
+            return [], [Problem(source, 0, f"file of {size:,} bytes exceeds {max_file_bytes:,}")]
+        raw = path.read_bytes()
+        if name.endswith(".gz"):
+            raw = gzip.decompress(raw)
+            if len(raw) > max_file_bytes:
+                return [], [Problem(source, 0, "decompressed file exceeds the size limit")]
+    except (OSError, EOFError, gzip.BadGzipFile) as err:
+        return [], [Problem(source, 0, f"unreadable: {err}")]
+    if not raw.strip():
+        return [], [Problem(source, 0, "empty file")]
+    reader = read_jsonl if name.endswith(JSONL_SUFFIXES) else read_listing
+    papers, problems = reader(raw, source, max_abstract_chars)
+    if not papers and not problems:
+        problems.append(Problem(source, 0, "no papers found"))
+    return papers, problems
+
+
+def iter_files(paths: Iterable[Path], problems: list[Problem]) -> Iterator[Path]:
+    """Files named, and files below folders named, in a stable order; hidden ones skipped."""
+    for path in paths:
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                rel = child.relative_to(path).parts
+                if any(p.startswith(".") for p in rel) or child.is_dir():
+                    continue
+                if child.is_file():
+                    yield child
+                else:
+                    problems.append(Problem(str(child), 0, "not a regular file (broken link?)"))
+        elif path.is_file():
+            yield path
+        else:
+            problems.append(Problem(str(path), 0, "no such file or folder"))
+
+
+def merge_records(records: Iterable[Paper]) -> list[Paper]:
+    """One paper per distinct abstract (and per own id), fields merged, sorted by id.
+
+    The merged id is the smallest own id among the records, else the abstract-derived one,
+    so it does not depend on file order; every other id a record had becomes an alias.
+    """
+    groups: dict[str, list[Paper]] = {}
+    by_own: dict[str, str] = {}
+    for rec in records:
+        key = rec.key
+        if rec.own_id and rec.own_id in by_own and by_own[rec.own_id] != key:
+            key = by_own[rec.own_id]  # same id, edited abstract: the later record wins
+            groups[key] = [r for r in groups[key] if r.own_id != rec.own_id]
+        groups.setdefault(key, []).append(rec)
+        if rec.own_id:
+            by_own[rec.own_id] = key
+    merged = [_merge_group(group) for group in groups.values()]
+    merged.sort(key=lambda p: p.id)
+    return assign_display_names(merged)
+
+
+def _first(values: Iterable[str]) -> str:
+    return next((v for v in values if v), "")
+
+
+def _merge_group(group: list[Paper]) -> Paper:
+    group = sorted(group, key=lambda r: (not r.own_id, r.own_id, r.source))
+    own_ids = sorted({r.own_id for r in group if r.own_id})
+    pid = own_ids[0] if own_ids else derived_id(group[0].abstract)
+    ids = {pid, derived_id(group[0].abstract), *own_ids}
+    # Complete author lists beat truncated ones; then the longest.
+    best_authors = max(group, key=lambda r: (not r.authors_truncated, len(r.authors)))
+    years = [r.year for r in group if r.year]
+    sources = sorted({s for r in group for s in r.sources})
+    return Paper(
+        id=pid,
+        own_id=own_ids[0] if own_ids else "",
+        abstract=group[0].abstract,
+        title=_first(r.title for r in group),
+        authors=best_authors.authors,
+        authors_truncated=best_authors.authors_truncated,
+        track=_first(r.track for r in group),
+        venue=_first(r.venue for r in group),
+        url=_first(r.url for r in group),
+        year=years[0] if years else None,
+        keywords=tuple(dict.fromkeys(k for r in group for k in r.keywords)),
+        source=group[0].source,
+        sources=tuple(sources),
+        aliases=tuple(sorted(ids - {pid})),
+    )
+
+
+def read_records(
+    paths: Iterable[Path],
+    root: Path | None = None,
+    max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> ReadResult:
+    """Every record of every file, unmerged, with the problems met on the way."""
+    result = ReadResult()
+    for path in iter_files(paths, result.problems):
+        papers, problems = read_file(path, root, max_abstract_chars, max_file_bytes)
+        result.papers.extend(papers)
+        result.problems.extend(problems)
+        result.files.append(path)
+    return result
+
+
+def read_papers(paths: Iterable[Path], root: Path | None = None, **limits: int) -> ReadResult:
+    """Papers from files and folders, merged across sources, with display names."""
+    result = read_records(paths, root, **limits)
+    result.papers = merge_records(result.papers)
+    return result

@@ -1,0 +1,76 @@
+"""The embedding model: a local sentence-transformers folder, loaded once per process."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rag.settings import EmbedSettings
+
+if TYPE_CHECKING:
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+_LOCK = threading.Lock()
+
+
+class EmbeddingModelError(RuntimeError):
+    """The configured embedding model folder is missing or unusable."""
+
+
+def model_identity(path: str) -> dict[str, Any]:
+    """What makes two model folders produce the same vectors: configs and weight sizes.
+
+    Hashing the configs (not the path) keeps collection names stable when the project or
+    the virtualenv moves, while a different model always gets a different name.
+    """
+    folder = Path(path)
+    if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
+        raise EmbeddingModelError(
+            f"{path!r} is not a sentence-transformers model folder "
+            "(set RAG_EMBED_MODEL to a local folder; nothing is downloaded)"
+        )
+    digest = hashlib.sha256()
+    for name in sorted(p.name for p in folder.iterdir() if p.suffix == ".json"):
+        digest.update(name.encode())
+        digest.update((folder / name).read_bytes())
+    for sub in sorted(folder.glob("*_*/config.json")):
+        digest.update(sub.read_bytes())
+    weights = sorted(
+        (p.name, p.stat().st_size) for p in folder.iterdir() if p.suffix in (".safetensors", ".bin")
+    )
+    return {
+        "name": folder.name if folder.name != "model" else folder.parent.name,
+        "config": digest.hexdigest()[:16],
+        "weights": weights,
+    }
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, device: str, batch_size: int, max_length: int) -> HuggingFaceEmbedding:
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    model_identity(path)  # a clear error before transformers prints a confusing one
+    return HuggingFaceEmbedding(
+        model_name=path,
+        device=device,
+        embed_batch_size=batch_size,
+        max_length=max_length,
+        normalize=True,
+        local_files_only=True,
+    )
+
+
+def load_embedding(settings: EmbedSettings) -> HuggingFaceEmbedding:
+    """The LlamaIndex embedding for these settings; the same object for the same settings."""
+    with _LOCK:
+        return _load(settings.model, settings.device, settings.batch_size, settings.max_length)
+
+
+def load_tokenizer(settings: EmbedSettings) -> Any:
+    """The model's own tokenizer, so chunk sizes are counted in the tokens the model sees."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(settings.model, local_files_only=True)

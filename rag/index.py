@@ -1,0 +1,565 @@
+"""Stores papers as embedded chunks in Chroma, incrementally.
+
+Layout of RAG_HOME:
+    chroma/          embedded Chroma store (unused when RAG_CHROMA_HOST is set)
+    catalog.sqlite   which records each source file gave (see rag.catalog)
+    ingest.lock      held while an ingest runs
+
+A paper's chunks carry all of its metadata, and chunk 0 also its whole abstract, so the
+question side needs nothing but the Chroma collection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rag.catalog import Catalog, record_key, source_file
+from rag.corpus import Paper, merge_records, read_records, source_name
+from rag.embed import load_embedding, load_tokenizer, model_identity
+from rag.settings import PROJECT_ROOT, Settings, fingerprint
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.schema import TextNode
+
+# Bump when the text given to the embedding model, or the chunk layout, changes shape.
+TEXT_FORMAT_VERSION = 1
+WRITE_BATCH_CHUNKS = 256
+LIST_SEP = "; "
+
+
+class IndexError_(RuntimeError):
+    """Base of index errors that a command reports without a traceback."""
+
+
+class IndexBusy(IndexError_):
+    """Another ingest holds the lock on this RAG_HOME."""
+
+
+class StoreUnavailable(IndexError_):
+    """The Chroma store cannot be reached or opened."""
+
+
+@dataclass
+class IngestSummary:
+    read: int = 0
+    papers: int = 0
+    new: int = 0
+    changed: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    stale: int = 0
+    chunks_embedded: int = 0
+    total_papers: int = 0
+    total_chunks: int = 0
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+    collection: str = ""
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self) -> str:
+        lines = [
+            f"read {self.read} records -> {self.papers} papers: {self.new} new, "
+            f"{self.changed} changed, {self.updated} metadata-only, {self.unchanged} unchanged, "
+            f"{self.removed} removed",
+            f"embedded {self.chunks_embedded} chunks in {self.embed_seconds:.1f}s "
+            f"(total {self.seconds:.1f}s); index {self.collection}: "
+            f"{self.total_papers} papers, {self.total_chunks} chunks",
+        ]
+        if self.stale:
+            lines.append(
+                f"{self.stale} papers are no longer in their source files; "
+                "run with --prune to remove them"
+            )
+        if self.problems:
+            lines.append(f"{len(self.problems)} problems (skipped):")
+            lines.extend(f"  {p}" for p in self.problems)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A paper found by a search, with its best-matching passage."""
+
+    paper: Paper
+    score: float
+    passage: str
+    matched: tuple[str, ...] = ("dense",)
+
+
+def collection_name(settings: Settings) -> str:
+    """Derived from everything that shapes the vectors, so vectors of two setups never mix."""
+    shape = {
+        "model": model_identity(settings.embed.model),
+        "max_length": settings.embed.max_length,
+        "chunk": [settings.chunk.size, settings.chunk.overlap],
+        "text": TEXT_FORMAT_VERSION,
+    }
+    return f"{settings.chroma.collection_prefix}_{fingerprint(shape)}"
+
+
+def make_client(settings: Settings) -> ClientAPI:
+    import chromadb
+    from chromadb.config import Settings as ChromaConfig
+
+    config = ChromaConfig(anonymized_telemetry=False, allow_reset=False)
+    try:
+        if settings.chroma.host:
+            return chromadb.HttpClient(
+                host=settings.chroma.host,
+                port=settings.chroma.port,
+                ssl=settings.chroma.ssl,
+                settings=config,
+            )
+        path = settings.home / "chroma"
+        path.mkdir(parents=True, exist_ok=True)
+        return chromadb.PersistentClient(path=str(path), settings=config)
+    except Exception as err:  # chromadb raises bare ValueError/ConnectionError variants
+        where = (
+            f"the Chroma server at {settings.chroma.host}:{settings.chroma.port}"
+            if settings.chroma.host
+            else f"the Chroma store in {settings.home / 'chroma'}"
+        )
+        raise StoreUnavailable(f"cannot open {where}: {err}") from err
+
+
+def _flat(paper: Paper, chunk: int, n_chunks: int, content_hash: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "paper_id": paper.id,
+        "display_name": paper.display_name,
+        "title": paper.title,
+        "authors": LIST_SEP.join(paper.authors),
+        "first_author": paper.first_author,
+        "authors_truncated": paper.authors_truncated,
+        "track": paper.track,
+        "area": paper.area,
+        "subarea": paper.subarea,
+        "venue": paper.venue,
+        "url": paper.url,
+        "year": paper.year or 0,
+        "keywords": LIST_SEP.join(paper.keywords),
+        "sources": LIST_SEP.join(paper.sources),
+        "aliases": LIST_SEP.join(paper.aliases),
+        "chunk": chunk,
+        "n_chunks": n_chunks,
+        "content_hash": content_hash,
+        "embed_hash": "",
+    }
+    if chunk == 0:
+        meta["abstract"] = paper.abstract
+    return meta
+
+
+def paper_from_metadata(meta: dict[str, Any]) -> Paper:
+    def split(key: str) -> tuple[str, ...]:
+        value = meta.get(key) or ""
+        return tuple(v for v in str(value).split(LIST_SEP) if v)
+
+    sources = split("sources")
+    return Paper(
+        id=str(meta["paper_id"]),
+        abstract=str(meta.get("abstract", "")),
+        title=str(meta.get("title", "")),
+        authors=split("authors"),
+        authors_truncated=bool(meta.get("authors_truncated", False)),
+        track=str(meta.get("track", "")),
+        venue=str(meta.get("venue", "")),
+        url=str(meta.get("url", "")),
+        year=int(meta["year"]) if meta.get("year") else None,
+        keywords=split("keywords"),
+        source=sources[0] if sources else "",
+        sources=sources,
+        aliases=split("aliases"),
+        display_name=str(meta.get("display_name", "")),
+    )
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+class PaperIndex:
+    """The Chroma collection for the configured embedding model and chunking."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        embed_model: BaseEmbedding | None = None,
+        client: ClientAPI | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.name = collection_name(self.settings)
+        self._embed_model = embed_model
+        self._client = client
+        self._collection: Collection | None = None
+        self._splitter: Any = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def client(self) -> ClientAPI:
+        if self._client is None:
+            self._client = make_client(self.settings)
+        return self._client
+
+    @property
+    def collection(self) -> Collection:
+        if self._collection is None:
+            try:
+                self._collection = self.client.get_or_create_collection(
+                    self.name,
+                    embedding_function=None,  # we always pass vectors; the default downloads
+                    metadata={
+                        "hnsw:space": "cosine",
+                        "embed_model": Path(self.settings.embed.model).name,
+                        "chunk_size": self.settings.chunk.size,
+                    },
+                )
+            except Exception as err:
+                raise StoreUnavailable(f"cannot open collection {self.name}: {err}") from err
+        return self._collection
+
+    @property
+    def embed_model(self) -> BaseEmbedding:
+        if self._embed_model is None:
+            self._embed_model = load_embedding(self.settings.embed)
+        return self._embed_model
+
+    @property
+    def splitter(self) -> Any:
+        if self._splitter is None:
+            from llama_index.core.node_parser import SentenceSplitter
+
+            tokenizer = load_tokenizer(self.settings.embed)
+            self._splitter = SentenceSplitter(
+                chunk_size=self.settings.chunk.size,
+                chunk_overlap=self.settings.chunk.overlap,
+                # Count in the embedding model's own tokens, with room for [CLS]/[SEP].
+                tokenizer=lambda text: tokenizer.encode(text, add_special_tokens=False),
+            )
+        return self._splitter
+
+    def count_chunks(self) -> int:
+        return int(self.collection.count())
+
+    # ------------------------------------------------------------------ chunking
+
+    def chunk_texts(self, paper: Paper) -> list[str]:
+        if paper.title:
+            # The title is embedded with every chunk, so it takes from each chunk's budget.
+            return list(self.splitter.split_text_metadata_aware(paper.abstract, paper.title))
+        return list(self.splitter.split_text(paper.abstract))
+
+    def nodes_for(self, paper: Paper) -> list[TextNode]:
+        """The paper's chunks as LlamaIndex nodes; only the title joins the embedded text."""
+        from llama_index.core.schema import MetadataMode, TextNode
+
+        chunks = self.chunk_texts(paper)
+        content_hash = _hash(paper.to_dict())
+        nodes = []
+        for i, text in enumerate(chunks):
+            meta = _flat(paper, i, len(chunks), content_hash)
+            hidden = [k for k in meta if k != "title" or not paper.title]
+            nodes.append(
+                TextNode(
+                    id_=f"{paper.id}#{i}",
+                    text=text,
+                    metadata=meta,
+                    excluded_embed_metadata_keys=hidden,
+                    excluded_llm_metadata_keys=hidden,
+                    metadata_template="{value}",
+                    text_template="{metadata_str}\n{content}",
+                )
+            )
+        embed_hash = _hash([n.get_content(MetadataMode.EMBED) for n in nodes])
+        for node in nodes:
+            node.metadata["embed_hash"] = embed_hash
+        return nodes
+
+    # ------------------------------------------------------------------ reading the store
+
+    def indexed_state(self) -> dict[str, dict[str, Any]]:
+        """paper_id -> {chunk ids, chunk count, embed and content hashes} of what is stored."""
+        state: dict[str, dict[str, Any]] = {}
+        got = self.collection.get(include=["metadatas"])
+        for cid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+            pid = str(meta.get("paper_id", cid.split("#")[0]))
+            entry = state.setdefault(pid, {"ids": [], "hashes": set(), "content": set()})
+            entry["ids"].append(cid)
+            entry["hashes"].add(meta.get("embed_hash"))
+            entry["content"].add(meta.get("content_hash"))
+            entry["n"] = int(str(meta.get("n_chunks") or 0))
+        return state
+
+    def papers(self, where: dict[str, Any] | None = None) -> list[Paper]:
+        """Every indexed paper (or those matching a Chroma `where`), from chunk 0 metadata."""
+        clause: dict[str, Any] = {"chunk": 0}
+        if where:
+            clause = {"$and": [clause, where]}
+        got = self.collection.get(where=clause, include=["metadatas"])
+        papers = [paper_from_metadata(dict(m)) for m in got["metadatas"] or []]
+        return sorted(papers, key=lambda p: p.id)
+
+    # ------------------------------------------------------------------ ingest
+
+    def ingest(
+        self,
+        paths: Sequence[Path],
+        prune: bool = False,
+        progress: bool | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> IngestSummary:
+        """Bring the index in step with `paths`; embeds only new or changed chunks."""
+        from filelock import FileLock, Timeout
+
+        started = time.perf_counter()
+        home = self.settings.home
+        home.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(home / "ingest.lock"))
+        try:
+            lock.acquire(timeout=self.settings.ingest.lock_timeout)
+        except Timeout as err:
+            owner = _read_owner(home)
+            raise IndexBusy(
+                f"another ingest is running on {home}{owner}; waited "
+                f"{self.settings.ingest.lock_timeout:.0f}s (RAG_INGEST_LOCK_TIMEOUT). "
+                "Try again when it has finished."
+            ) from err
+        try:
+            (home / "ingest.owner").write_text(f"{os.getpid()} {time.time():.0f}\n")
+            summary = self._ingest_locked(paths, prune, progress, on_progress)
+        finally:
+            lock.release()
+        summary.seconds = time.perf_counter() - started
+        return summary
+
+    def _ingest_locked(
+        self,
+        paths: Sequence[Path],
+        prune: bool,
+        progress: bool | None,
+        on_progress: Callable[[int, int], None] | None,
+    ) -> IngestSummary:
+        summary = IngestSummary(collection=self.name)
+        limits = {
+            "max_abstract_chars": self.settings.ingest.max_abstract_chars,
+            "max_file_bytes": self.settings.ingest.max_file_bytes,
+        }
+        result = read_records(paths, root=PROJECT_ROOT, **limits)
+        summary.read = len(result.papers)
+        summary.problems = [str(p) for p in result.problems]
+        summary.papers = len(merge_records(result.papers))
+
+        catalog = Catalog(self.settings.home / "catalog.sqlite")
+        try:
+            catalog.begin()
+            seen: dict[str, set[str]] = {}
+            for rec in result.papers:
+                seen.setdefault(source_file(rec), set()).add(record_key(rec))
+            for path in result.files:
+                seen.setdefault(source_name(path, PROJECT_ROOT), set())
+            covered = self._covered_files(paths, catalog.files())
+            stale_keys = {f: catalog.keys(f) - seen.get(f, set()) for f in covered | set(seen)}
+            catalog.upsert(result.papers)
+            if prune:
+                for f, keys in stale_keys.items():
+                    catalog.delete(f, keys)
+            papers = merge_records(catalog.records())
+            if not prune:
+                summary.stale = sum(len(keys) for keys in stale_keys.values())
+            self._sync(papers, summary, prune, progress, on_progress)
+            catalog.commit()
+        except BaseException:
+            catalog.rollback()
+            raise
+        finally:
+            catalog.close()
+        summary.total_papers = len(papers)
+        summary.total_chunks = self.count_chunks()
+        return summary
+
+    @staticmethod
+    def _covered_files(paths: Sequence[Path], known: set[str]) -> set[str]:
+        """Known source files that this run speaks for: read now, or gone from a named place."""
+        covered: set[str] = set()
+        for path in paths:
+            name = source_name(path, PROJECT_ROOT)
+            for f in known:
+                inside = f == name or f.startswith(name.rstrip("/") + "/")
+                if inside and not (PROJECT_ROOT / f).exists():
+                    covered.add(f)
+        return covered
+
+    def _sync(
+        self,
+        papers: list[Paper],
+        summary: IngestSummary,
+        prune: bool,
+        progress: bool | None,
+        on_progress: Callable[[int, int], None] | None,
+    ) -> None:
+        state = self.indexed_state()
+        wanted = {p.id: p for p in papers}
+        aliases = {a for p in papers for a in p.aliases}
+
+        to_embed: list[tuple[Paper, list[TextNode]]] = []
+        to_update: list[TextNode] = []
+        for paper in papers:
+            have = state.get(paper.id)
+            if have is None:
+                summary.new += 1
+                to_embed.append((paper, self.nodes_for(paper)))
+                continue
+            complete = len(have["ids"]) == have["n"]
+            if complete and have["content"] == {_hash(paper.to_dict())}:
+                summary.unchanged += 1  # the common case: no chunking, no hashing of chunks
+                continue
+            nodes = self.nodes_for(paper)
+            same_vectors = have["hashes"] == {nodes[0].metadata["embed_hash"]} and sorted(
+                have["ids"]
+            ) == sorted(n.node_id for n in nodes)
+            if same_vectors:
+                summary.updated += 1
+                to_update.extend(nodes)
+            else:
+                summary.changed += 1
+                to_embed.append((paper, nodes))
+
+        # Stored papers that are not wanted: re-keyed (now an alias of a merged paper) always
+        # go; others only when pruning, since another source may still be ingested later.
+        gone = [pid for pid in state if pid not in wanted and (prune or pid in aliases)]
+        if gone:
+            self.collection.delete(ids=[cid for pid in gone for cid in state[pid]["ids"]])
+            summary.removed = len(gone)
+
+        if to_update:
+            for batch in _batches(to_update, WRITE_BATCH_CHUNKS):
+                self.collection.update(
+                    ids=[n.node_id for n in batch], metadatas=[_store_meta(n) for n in batch]
+                )
+        self._embed_and_write(to_embed, state, summary, progress, on_progress)
+
+    def _embed_and_write(
+        self,
+        items: list[tuple[Paper, list[TextNode]]],
+        state: dict[str, dict[str, Any]],
+        summary: IngestSummary,
+        progress: bool | None,
+        on_progress: Callable[[int, int], None] | None,
+    ) -> None:
+        if not items:
+            return
+        from llama_index.core.schema import MetadataMode
+        from llama_index.vector_stores.chroma import ChromaVectorStore
+        from tqdm import tqdm
+
+        store = ChromaVectorStore(chroma_collection=self.collection)
+        # Length-sorted batches: padding is what the model wastes time on.
+        items.sort(key=lambda item: sum(len(n.text) for n in item[1]))
+        total = len(items)
+        done = 0
+        bar = tqdm(
+            total=total,
+            unit="paper",
+            desc="embedding",
+            disable=not progress if progress is not None else None,
+            file=sys.stderr,
+        )
+        embed_started = time.perf_counter()
+        try:
+            for batch in _batches(items, WRITE_BATCH_CHUNKS, size=lambda it: len(it[1])):
+                nodes = [n for _, nodes in batch for n in nodes]
+                texts = [n.get_content(MetadataMode.EMBED) for n in nodes]
+                vectors = self.embed_model.get_text_embedding_batch(texts)
+                for node, vec in zip(nodes, vectors, strict=True):
+                    node.embedding = vec
+                old = [cid for p, _ in batch for cid in state.get(p.id, {}).get("ids", [])]
+                if old:
+                    self.collection.delete(ids=old)
+                store.add(nodes)
+                summary.chunks_embedded += len(nodes)
+                done += len(batch)
+                bar.update(len(batch))
+                if on_progress:
+                    on_progress(done, total)
+        finally:
+            bar.close()
+            summary.embed_seconds = time.perf_counter() - embed_started
+
+    # ------------------------------------------------------------------ dense search
+
+    def dense_search(
+        self, query: str, k: int = 5, where: dict[str, Any] | None = None
+    ) -> list[Hit]:
+        """Nearest papers by embedding; a paper's chunks collapse to its best one."""
+        if self.count_chunks() == 0:
+            return []
+        vector = self.embed_model.get_query_embedding(query)
+        n = min(self.count_chunks(), max(k * 4, 20))
+        got: Any = self.collection.query(
+            query_embeddings=[vector],  # type: ignore[arg-type]
+            n_results=n,
+            where=where,
+            include=["metadatas", "documents", "distances"],
+        )
+        best: dict[str, tuple[float, str]] = {}
+        for meta, doc, dist in zip(
+            got["metadatas"][0],
+            got["documents"][0],
+            got["distances"][0],
+            strict=True,
+        ):
+            pid = str(meta["paper_id"])
+            score = 1.0 - float(dist)
+            if pid not in best or score > best[pid][0]:
+                best[pid] = (score, str(doc))
+        ranked = sorted(best.items(), key=lambda kv: -kv[1][0])[:k]
+        papers = {p.id: p for p in self.papers({"paper_id": {"$in": [pid for pid, _ in ranked]}})}
+        return [
+            Hit(papers[pid], score, passage) for pid, (score, passage) in ranked if pid in papers
+        ]
+
+
+def _store_meta(node: TextNode) -> dict[str, Any]:
+    from llama_index.core.vector_stores.utils import node_to_metadata_dict
+
+    meta = node_to_metadata_dict(node, remove_text=True, flat_metadata=True)
+    return {k: ("" if v is None else v) for k, v in meta.items()}
+
+
+def _batches(
+    items: list[Any], limit: int, size: Callable[[Any], int] = lambda _: 1
+) -> Iterable[list[Any]]:
+    batch: list[Any] = []
+    used = 0
+    for item in items:
+        n = size(item)
+        if batch and used + n > limit:
+            yield batch
+            batch, used = [], 0
+        batch.append(item)
+        used += n
+    if batch:
+        yield batch
+
+
+def _read_owner(home: Path) -> str:
+    try:
+        pid, started = (home / "ingest.owner").read_text().split()
+        return f" (pid {pid}, started {time.strftime('%H:%M:%S', time.localtime(float(started)))})"
+    except (OSError, ValueError):
+        return ""

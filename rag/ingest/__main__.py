@@ -1,0 +1,3 @@
+from rag.cli import ingest_main
+
+raise SystemExit(ingest_main())

@@ -1,0 +1,3 @@
+from rag.cli import search_main
+
+raise SystemExit(search_main())

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rag.settings import PROJECT_ROOT, Settings
+
+CORPUS = PROJECT_ROOT / "corpus"
+SHARED = PROJECT_ROOT.parent / "shared"
+ICML = SHARED / "corpora" / "icml2026_main.jsonl"
+ARTIFACTS = PROJECT_ROOT / "tests" / "artifacts"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_cli(module: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=PROJECT_ROOT,
+    )
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path / "home")
+
+
+@pytest.fixture(scope="session")
+def seed_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index of the 60 seed papers, built once; tests copy it before changing anything."""
+    from rag.index import PaperIndex
+
+    home = tmp_path_factory.mktemp("seed") / "home"
+    PaperIndex(Settings(home=home)).ingest([CORPUS], progress=False)
+    return home
+
+
+@pytest.fixture
+def seed_settings(seed_home: Path, tmp_path: Path) -> Settings:
+    home = tmp_path / "home"
+    shutil.copytree(seed_home, home)
+    return Settings(home=home)
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """A real `chroma run` server on loopback."""
+    exe = Path(sys.executable).with_name("chroma")
+    port = free_port()
+    data = tmp_path_factory.mktemp("chroma-server")
+    log = (data / "server.log").open("w")
+    proc = subprocess.Popen(
+        [str(exe), "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    deadline = time.monotonic() + 60
+    url = f"http://127.0.0.1:{port}/api/v2/heartbeat"
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            break
+        except OSError as err:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                log_text = (data / "server.log").read_text()
+                raise RuntimeError(f"chroma run did not start: {log_text}") from err
+            time.sleep(0.3)
+    yield "127.0.0.1", port
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()

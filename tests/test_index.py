@@ -1,0 +1,306 @@
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent
+
+from rag.corpus import read_papers
+from rag.index import IndexBusy, PaperIndex, collection_name
+from rag.settings import PROJECT_ROOT, ChunkSettings, Settings
+
+from .conftest import CORPUS, ICML, run_cli
+
+
+class EmbeddedTexts(BaseEventHandler):
+    """Counts texts sent to the embedding model, through LlamaIndex instrumentation."""
+
+    texts: int = 0
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "EmbeddedTexts"
+
+    def handle(self, event: Any, **kwargs: Any) -> None:
+        if isinstance(event, EmbeddingEndEvent):
+            self.texts += len(event.chunks)
+
+
+@pytest.fixture
+def embedded() -> Iterator[EmbeddedTexts]:
+    handler = EmbeddedTexts()
+    dispatcher = get_dispatcher()
+    dispatcher.add_event_handler(handler)
+    yield handler
+    dispatcher.event_handlers.remove(handler)
+
+
+def assert_consistent(index: PaperIndex, papers: int) -> None:
+    got = index.collection.get(include=["metadatas"])
+    ids = got["ids"]
+    assert len(ids) == len(set(ids))
+    by_paper: dict[str, list[dict[str, Any]]] = {}
+    for meta in got["metadatas"] or []:
+        by_paper.setdefault(str(meta["paper_id"]), []).append(dict(meta))
+    assert len(by_paper) == papers
+    for chunks in by_paper.values():
+        assert sorted(int(m["chunk"]) for m in chunks) == list(range(int(chunks[0]["n_chunks"])))
+
+
+def copy_corpus(tmp_path: Path) -> Path:
+    dest = tmp_path / "corpus"
+    shutil.copytree(CORPUS, dest)
+    return dest
+
+
+def test_ingest_builds_a_consistent_index(seed_settings: Settings) -> None:
+    index = PaperIndex(seed_settings)
+    assert_consistent(index, 60)
+    papers = index.papers()
+    assert len(papers) == 60
+    timesae = next(p for p in papers if p.display_name == "TimeSAE")
+    assert "Quentin Bouniot" in timesae.authors and timesae.subarea.startswith("Accountability")
+    assert timesae.abstract.startswith("As black box models")
+    meta = index.collection.get(ids=[f"{timesae.id}#0"], include=["metadatas"])["metadatas"][0]
+    for key in (
+        "paper_id",
+        "display_name",
+        "title",
+        "authors",
+        "first_author",
+        "track",
+        "area",
+        "subarea",
+        "venue",
+    ):
+        assert key in meta
+    assert meta["first_author"] == "Khalid Oublal"
+
+
+def test_unchanged_reingest_embeds_nothing(seed_settings: Settings, embedded) -> None:
+    summary = PaperIndex(seed_settings).ingest([CORPUS], progress=False)
+    assert embedded.texts == 0
+    assert summary.chunks_embedded == 0
+    assert (summary.unchanged, summary.new, summary.changed) == (60, 0, 0)
+
+
+def test_changed_jsonl_abstract_reembeds_only_its_chunks(settings: Settings, tmp_path, embedded):
+    src = tmp_path / "papers.jsonl"
+    rows = [
+        {
+            "id": f"t{i}",
+            "title": f"Paper {i}",
+            "authors": ["A B"],
+            "abstract": f"Topic number {i} is studied with a careful method and results. " * 3,
+        }
+        for i in range(5)
+    ]
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    index = PaperIndex(settings)
+    index.ingest([src], progress=False)
+    first = embedded.texts
+    assert first == 5
+    rows[2]["abstract"] = "An entirely new abstract about graph neural networks and proteins. " * 2
+    rows[3]["title"] = "Paper three, renamed"  # the title is embedded too
+    rows[4]["authors"] = ["C D", "E F"]  # metadata only
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    summary = index.ingest([src], progress=False)
+    assert embedded.texts - first == 2
+    assert (summary.changed, summary.updated, summary.unchanged) == (2, 1, 2)
+    papers = {p.id: p for p in index.papers()}
+    assert papers["t2"].abstract.startswith("An entirely new")
+    assert papers["t4"].authors == ("C D", "E F")
+    assert_consistent(index, 5)
+
+
+def test_edited_listing_and_prune(settings: Settings, tmp_path: Path) -> None:
+    corpus = copy_corpus(tmp_path)
+    index = PaperIndex(settings)
+    index.ingest([corpus], progress=False)
+    listing = corpus / "000_ca26f2752b4dd6e2.txt"
+    text = listing.read_text(encoding="utf-8")
+    listing.write_text(text.replace("The quadratic computational", "The cubic computational"))
+    summary = index.ingest([corpus], progress=False)
+    assert (summary.new, summary.stale) == (1, 1)
+    assert summary.total_papers == 61
+    summary = index.ingest([corpus], prune=True, progress=False)
+    assert summary.removed == 1 and summary.total_papers == 60
+    assert_consistent(index, 60)
+    (corpus / "003_6c529f114504893a.txt").unlink()
+    summary = index.ingest([corpus], prune=True, progress=False)
+    assert summary.removed == 20 and summary.total_papers == 40
+    assert_consistent(index, 40)
+
+
+def test_prune_keeps_papers_from_other_sources(seed_settings: Settings, tmp_path: Path) -> None:
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"id": "o1", "abstract": "Another paper on kernels. " * 5}) + "\n")
+    index = PaperIndex(seed_settings)
+    index.ingest([other], progress=False)
+    summary = index.ingest([CORPUS], prune=True, progress=False)
+    assert summary.removed == 0 and summary.total_papers == 61
+
+
+@pytest.mark.skipif(not ICML.exists(), reason="../shared/corpora is not beside the project")
+def test_later_source_merges_into_indexed_paper(seed_settings: Settings, tmp_path: Path) -> None:
+    seeds = {p.key: p for p in read_papers([CORPUS]).papers}
+    rows = [json.loads(line) for line in ICML.open(encoding="utf-8")]
+    from rag.corpus import abstract_key
+
+    matching = [r for r in rows if abstract_key(r["abstract"]) in seeds][:3]
+    assert len(matching) == 3
+    extra = tmp_path / "icml_part.jsonl"
+    extra.write_text("\n".join(json.dumps(r) for r in matching) + "\n", encoding="utf-8")
+    index = PaperIndex(seed_settings)
+    summary = index.ingest([extra], progress=False)
+    assert summary.total_papers == 60 and summary.removed == 3 and summary.new == 3
+    papers = {p.id: p for p in index.papers()}
+    for r in matching:
+        assert papers[r["id"]].title == r["title"]
+        assert papers[r["id"]].display_name == r["title"]
+    assert_consistent(index, 60)
+    # Reading the seeds again changes nothing: they are the same merged papers.
+    again = index.ingest([CORPUS], progress=False)
+    assert again.chunks_embedded == 0 and again.total_papers == 60
+
+
+def test_collection_name_follows_what_shapes_vectors(tmp_path: Path) -> None:
+    a = Settings(home=tmp_path)
+    b = Settings(home=tmp_path, chunk=ChunkSettings(size=256))
+    assert collection_name(a) == collection_name(Settings(home=tmp_path / "elsewhere"))
+    assert collection_name(a) != collection_name(b)
+
+
+def test_dense_search_finds_papers(seed_settings: Settings) -> None:
+    hits = PaperIndex(seed_settings).dense_search("explaining time series models with SAEs", k=3)
+    assert hits[0].paper.display_name == "TimeSAE"
+    assert len({h.paper.id for h in hits}) == 3
+
+
+def test_second_ingest_stops_within_seconds(seed_settings: Settings) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock; "
+            f"l = FileLock({str(seed_settings.home / 'ingest.lock')!r}); l.acquire(); "
+            "print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(IndexBusy, match="another ingest is running"):
+            PaperIndex(
+                seed_settings.model_copy(
+                    update={"ingest": seed_settings.ingest.model_copy(update={"lock_timeout": 1.0})}
+                )
+            ).ingest([CORPUS], progress=False)
+        assert time.monotonic() - started < 5
+    finally:
+        holder.kill()
+        holder.wait()
+    # The lock dies with its holder: the next ingest goes through.
+    assert PaperIndex(seed_settings).ingest([CORPUS], progress=False).total_papers == 60
+
+
+@pytest.mark.slow
+def test_two_ingests_at_once_both_finish_consistently(tmp_path: Path) -> None:
+    env = {"RAG_HOME": str(tmp_path / "home"), "RAG_INGEST_LOCK_TIMEOUT": "300"}
+    cmd = [sys.executable, "-m", "rag.ingest", "--json", "--no-progress", str(CORPUS)]
+    import os
+
+    procs = [
+        subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
+            cwd=PROJECT_ROOT,
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    summaries = sorted((json.loads(o) for o, _ in outs), key=lambda s: s["chunks_embedded"])
+    assert summaries[0]["chunks_embedded"] == 0 and summaries[1]["new"] == 60
+    assert_consistent(PaperIndex(Settings(home=tmp_path / "home")), 60)
+
+
+@pytest.mark.slow
+def test_ingest_and_search_through_a_chroma_server(chroma_server, tmp_path: Path) -> None:
+    host, port = chroma_server
+    env = {
+        "RAG_HOME": str(tmp_path / "home"),
+        "RAG_CHROMA_HOST": host,
+        "RAG_CHROMA_PORT": str(port),
+    }
+    done = run_cli("rag.ingest", "--json", "--no-progress", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["total_papers"] == 60
+    assert not (tmp_path / "home" / "chroma").exists()  # the vectors live on the server
+    found = run_cli("rag.search", "sparse autoencoders explain time series", "--json", env=env)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["display_name"] == "TimeSAE"
+    again = run_cli("rag.ingest", "--json", "--no-progress", env=env)
+    assert json.loads(again.stdout)["chunks_embedded"] == 0
+
+
+def test_server_down_is_a_clear_error(tmp_path: Path) -> None:
+    from .conftest import free_port
+
+    env = {
+        "RAG_HOME": str(tmp_path / "home"),
+        "RAG_CHROMA_HOST": "127.0.0.1",
+        "RAG_CHROMA_PORT": str(free_port()),
+    }
+    started = time.monotonic()
+    done = run_cli("rag.search", "anything", env=env)
+    assert done.returncode == 3
+    assert "Chroma server at 127.0.0.1" in done.stderr and "Traceback" not in done.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_cli_summary_search_and_help(seed_settings: Settings, tmp_path: Path) -> None:
+    env = {"RAG_HOME": str(seed_settings.home)}
+    done = run_cli("rag.ingest", "--json", "--no-progress", env=env)
+    summary = json.loads(done.stdout)
+    assert summary["unchanged"] == 60 and summary["problems"] == []
+    found = run_cli("rag.search", "how much faster is FS-DFM?", "--k", "2", env=env)
+    assert found.returncode == 0 and "FS-DFM" in found.stdout.splitlines()[0]
+    helped = run_cli("rag.ingest", "--help", env=env)
+    assert "RAG_HOME" in helped.stdout and "RAG_CHUNK_SIZE" in helped.stdout
+
+
+def test_cli_reports_bad_files_and_keeps_going(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "empty.txt").write_text("")
+    shutil.copy(CORPUS / "000_ca26f2752b4dd6e2.txt", folder)
+    done = run_cli(
+        "rag.ingest", str(folder), "--no-progress", env={"RAG_HOME": str(tmp_path / "home")}
+    )
+    assert done.returncode == 0, done.stderr
+    assert "20 new" in done.stdout and "empty.txt:0: empty file" in done.stdout
+
+
+def test_search_on_empty_index_says_how_to_fill_it(tmp_path: Path) -> None:
+    done = run_cli("rag.search", "anything", env={"RAG_HOME": str(tmp_path / "home")})
+    assert done.returncode == 2 and "python -m rag.ingest" in done.stderr
+
+
+def test_bad_setting_is_a_usage_error(tmp_path: Path) -> None:
+    done = run_cli("rag.search", "x", env={"RAG_CHUNK_SIZE": "lots"})
+    assert done.returncode == 2 and "RAG_" not in done.stdout and "chunk" in done.stderr
