@@ -70,23 +70,41 @@ def ingest_main(argv: Sequence[str] | None = None) -> int:
 def search_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m rag.search",
-        description="Find the papers nearest to a question.",
+        description="Find the papers a question is about (hybrid dense + BM25 search; author "
+        "and track questions are answered from metadata, completely).",
         epilog=_epilog("home", "embed", "chroma", "search"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("query", help="what to look for")
-    parser.add_argument("--k", type=int, default=None, help="how many papers (default 5)")
+    parser.add_argument(
+        "query",
+        nargs="?",
+        default="",
+        help="the question (may be empty with --author or --track, to list their papers)",
+    )
+    parser.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help="papers for topical questions "
+        "(default RAG_SEARCH_K=5); metadata questions list every match",
+    )
+    parser.add_argument("--author", help="only papers with this author (partial, accent-free)")
+    parser.add_argument("--track", help="only papers in this track, area or subarea")
+    parser.add_argument(
+        "--mode", choices=["hybrid", "dense", "bm25"], default="hybrid", help=argparse.SUPPRESS
+    )
     parser.add_argument("--json", action="store_true", help="print results as JSON")
     args = parser.parse_args(argv)
     settings = _settings(parser)
-    if not args.query.strip():
-        parser.error("the query is empty")
-    k = args.k or settings.search.k
+    if not args.query.strip() and not (args.author or args.track):
+        parser.error("give a question, or --author/--track to list papers")
+    k = args.k if args.k is not None else settings.search.k
     if k < 1:
         parser.error("--k must be at least 1")
 
     from rag.embed import EmbeddingModelError
     from rag.index import IndexError_, PaperIndex
+    from rag.retrieve import Retriever
 
     try:
         index = PaperIndex(settings)
@@ -97,34 +115,27 @@ def search_main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        hits = index.dense_search(args.query, k=k)
+        result = Retriever(index).retrieve(
+            args.query, k=k, author=args.author, track=args.track, mode=args.mode
+        )
     except (IndexError_, EmbeddingModelError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_FAILURE
     if args.json:
-        rows = [
-            {
-                "id": h.paper.id,
-                "display_name": h.paper.display_name,
-                "title": h.paper.title,
-                "authors": list(h.paper.authors),
-                "track": h.paper.track,
-                "score": round(h.score, 4),
-                "passage": h.passage,
-                "matched": list(h.matched),
-            }
-            for h in hits
-        ]
-        print(json.dumps({"query": args.query, "results": rows}, ensure_ascii=False, indent=1))
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=1))
         return EXIT_OK
-    for n, h in enumerate(hits, start=1):
+    if result.abstained:
+        print(f"No answer in the indexed papers: {result.reason}.")
+        return EXIT_OK
+    if result.mode in ("author", "track"):
+        what = ", ".join(result.authors or result.tracks)
+        print(f"{len(result.hits)} papers ({result.mode}: {what}):")
+    for n, h in enumerate(result.hits, start=1):
         p = h.paper
-        print(f"[{n}] {p.display_name}  (score {h.score:.3f})")
+        print(f"[{n}] {p.display_name}  ({'+'.join(h.matched)}, score {h.score:.3f})")
         print(f"    {p.authors_text}")
         if p.track:
             print(f"    {p.track}")
         snippet = " ".join(h.passage.split())
         print(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}")
-    if not hits:
-        print("no papers found")
     return EXIT_OK

@@ -65,6 +65,7 @@ class Paper:
     own_id: str = ""
     aliases: tuple[str, ...] = ()
     display_name: str = ""
+    names: tuple[str, ...] = ()  # names the abstract coins ("TimeSAE", "TimeSAE-Lib")
 
     @property
     def area(self) -> str:
@@ -106,6 +107,7 @@ class Paper:
             "source": self.source,
             "sources": list(self.sources),
             "aliases": list(self.aliases),
+            "names": list(self.names),
         }
 
     @classmethod
@@ -126,6 +128,7 @@ class Paper:
             own_id=data.get("own_id", ""),
             aliases=tuple(data.get("aliases", ())),
             display_name=data.get("display_name", ""),
+            names=tuple(data.get("names", ())),
         )
 
 
@@ -369,6 +372,11 @@ _INTRODUCE = re.compile(
 _NAMED = re.compile(
     r"\b(?:called|named|dubbed|termed|coined)\s+\W{0,3}(" + _NAME_TOKEN + r")", re.IGNORECASE
 )
+_APPOSITIVE = re.compile(
+    r"\b(" + _NAME_TOKEN + r"),\s+(?:a|an|the)\s+(?:[\w\-]+\s+){0,4}?(?:framework|method|approach|"
+    r"benchmark|model|algorithm|variant|system|dataset|technique|strategy|library|toolkit|"
+    r"pipeline|architecture|metric|family|suite|solver|agent|protocol|procedure|loss|objective)s?\b"
+)
 _PAREN = re.compile(r"\((" + _NAME_TOKEN + r")\)")
 _BOLD = re.compile(r"\*\*(" + _NAME_TOKEN + r")\*\*|\\textbf\{(" + _NAME_TOKEN + r")\}")
 _TOKEN = re.compile(_NAME_TOKEN)
@@ -378,9 +386,13 @@ _INTRODUCED_WORD = re.compile(r"^(?:a\s+|an\s+|the\s+)?(" + _NAME_TOKEN + r")\s*
 
 
 def _is_method_name(token: str) -> bool:
-    _, *rest = token.split("-")
-    if token.casefold().endswith(_GENERIC_SUFFIXES) or (rest and all(r.islower() for r in rest)):
+    parts = token.split("-")
+    if token.casefold().endswith(_GENERIC_SUFFIXES) or (
+        len(parts) > 1 and all(p.islower() for p in parts[1:])
+    ):
         return False  # "LLM-based", "LLM-in-the-loop": a description, not a name
+    if len(parts) > 1 and all(re.fullmatch(r"[A-Z]?[a-z]{2,}|of|and|to", p) for p in parts):
+        return False  # "Concept-Guided", "Mixture-of-Experts": words, not a coined name
     if token.casefold().rstrip("s") in _GENERIC_ACRONYMS or token.casefold() in _GENERIC_ACRONYMS:
         return False
     if len(token) < 2 or len(token) > 30:
@@ -392,6 +404,12 @@ def _is_method_name(token: str) -> bool:
 
 def method_name(abstract: str) -> str:
     """The name the abstract coins for its contribution ("NAtS-L", "TimeSAE"), or ""."""
+    names = coined_names(abstract)
+    return names[0] if names else ""
+
+
+def coined_names(abstract: str) -> list[str]:
+    """Every name the abstract coins (method, benchmark, system), the main one first."""
     text = re.sub(r"https?://\S+", " ", abstract).replace("**", "")
     counts = Counter(t for t in _TOKEN.findall(text) if _is_method_name(t))
     scores: Counter[str] = Counter()
@@ -414,19 +432,23 @@ def method_name(abstract: str) -> str:
             if _is_method_name(tok):
                 scores[tok] += 5
                 break
+    for m in _APPOSITIVE.finditer(text):
+        if _is_method_name(m.group(1)):
+            scores[m.group(1)] += 6  # "... yield iSAE, a variant of the standard TopK SAE"
     for m in _BOLD.finditer(text):
         tok = m.group(1) or m.group(2)
         if _is_method_name(tok):
             scores[tok] += 3
     if not scores:
-        return ""  # a name merely used (in parentheses, repeated) is not one the paper coins
+        return []  # a name merely used (in parentheses, repeated) is not one the paper coins
     for paren in _PAREN.findall(text):
         if paren in scores:
             scores[paren] += 2
     for tok in scores:
         scores[tok] += min(counts[tok], 5)
-    best, _ = max(scores.items(), key=lambda kv: (kv[1], -text.find(kv[0])))
-    return best
+    ranked = sorted(scores, key=lambda tok: (-scores[tok], text.find(tok)))
+    # Secondary names need a strong signal of their own; a passing capitalised word does not.
+    return [ranked[0]] + [t for t in ranked[1:] if scores[t] >= 8]
 
 
 def _surname(name: str) -> str:
@@ -442,16 +464,18 @@ def fallback_name(paper: Paper) -> str:
 
 def assign_display_names(papers: list[Paper]) -> list[Paper]:
     """Title where known, else the coined method name, else first author and track; unique."""
-    names = []
+    names: list[str] = []
+    coined: list[tuple[str, ...]] = []
     for p in papers:
+        coined.append(tuple(coined_names(p.abstract)))
         if p.title:
             names.append(" ".join(p.title.split()))
         else:
-            names.append(method_name(p.abstract) or fallback_name(p))
+            names.append(coined[-1][0] if coined[-1] else fallback_name(p))
     seen = Counter(names)
     out = []
     taken: set[str] = set()
-    for p, name in zip(papers, names, strict=True):
+    for p, name, own in zip(papers, names, coined, strict=True):
         if seen[name] > 1 and not p.title:
             if name.startswith(f"{_surname(p.first_author)} et al.") and p.first_author:
                 name = f"{p.first_author} et al." + name.split(" et al.", 1)[1]
@@ -460,7 +484,7 @@ def assign_display_names(papers: list[Paper]) -> list[Paper]:
         if name in taken:
             name = f"{name} [{p.id}]"
         taken.add(name)
-        out.append(replace(p, display_name=name))
+        out.append(replace(p, display_name=name, names=own))
     return out
 
 

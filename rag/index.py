@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
     from llama_index.core.base.embeddings.base import BaseEmbedding
-    from llama_index.core.schema import TextNode
+    from llama_index.core.schema import BaseNode, TextNode
 
 # Bump when the text given to the embedding model, or the chunk layout, changes shape.
 TEXT_FORMAT_VERSION = 1
@@ -154,6 +154,7 @@ def _flat(paper: Paper, chunk: int, n_chunks: int, content_hash: str) -> dict[st
         "keywords": LIST_SEP.join(paper.keywords),
         "sources": LIST_SEP.join(paper.sources),
         "aliases": LIST_SEP.join(paper.aliases),
+        "names": LIST_SEP.join(paper.names),
         "chunk": chunk,
         "n_chunks": n_chunks,
         "content_hash": content_hash,
@@ -185,6 +186,7 @@ def paper_from_metadata(meta: dict[str, Any]) -> Paper:
         sources=sources,
         aliases=split("aliases"),
         display_name=str(meta.get("display_name", "")),
+        names=split("names"),
     )
 
 
@@ -382,6 +384,7 @@ class PaperIndex:
             if not prune:
                 summary.stale = sum(len(keys) for keys in stale_keys.values())
             self._sync(papers, summary, prune, progress, on_progress)
+            self.refresh_bm25()
             catalog.commit()
         except BaseException:
             catalog.rollback()
@@ -499,6 +502,100 @@ class PaperIndex:
         finally:
             bar.close()
             summary.embed_seconds = time.perf_counter() - embed_started
+
+    # ------------------------------------------------------------------ BM25 beside Chroma
+
+    @property
+    def bm25_dir(self) -> Path:
+        return self.settings.home / "bm25" / self.name
+
+    def _store_fingerprint(self) -> tuple[int, str]:
+        got = self.collection.get(include=["metadatas"])
+        pairs = sorted(
+            f"{cid}:{m.get('embed_hash')}"
+            for cid, m in zip(got["ids"], got["metadatas"] or [], strict=True)
+        )
+        return len(pairs), _hash(pairs)
+
+    def refresh_bm25(self) -> bool:
+        """Rebuild the persisted BM25 index when it is missing or out of step with Chroma.
+
+        Called by ingest under its lock; returns whether it rebuilt.
+        """
+        count, fp = self._store_fingerprint()
+        state_file = self.bm25_dir / "state.json"
+        try:
+            state = json.loads(state_file.read_text())
+            if state == {"count": count, "fingerprint": fp}:
+                return False
+        except (OSError, ValueError):
+            pass
+        self._write_bm25(count, fp)
+        return True
+
+    def _bm25_nodes(self) -> list[BaseNode]:
+        """Light nodes (id, paper id, embedded text) so the persisted corpus stays small."""
+        from llama_index.core.schema import MetadataMode, TextNode
+        from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+        got = self.collection.get(include=["documents", "metadatas"])
+        nodes: list[BaseNode] = []
+        for cid, doc, meta in zip(
+            got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
+        ):
+            full = metadata_dict_to_node(dict(meta), text=doc)
+            nodes.append(
+                TextNode(
+                    id_=cid,
+                    text=full.get_content(MetadataMode.EMBED),
+                    metadata={"paper_id": str(meta["paper_id"])},
+                    excluded_embed_metadata_keys=["paper_id"],
+                )
+            )
+        return nodes
+
+    def _write_bm25(self, count: int, fingerprint_: str) -> None:
+        import shutil
+
+        target = self.bm25_dir
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        if count:
+            from llama_index.retrievers.bm25 import BM25Retriever
+
+            BM25Retriever.from_defaults(nodes=self._bm25_nodes()).persist(
+                str(tmp), show_progress=False
+            )
+        else:
+            tmp.mkdir()
+        (tmp / "state.json").write_text(json.dumps({"count": count, "fingerprint": fingerprint_}))
+        # Swap directories so a reader never sees a half-written index.
+        old = target.with_name(target.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if target.exists():
+            target.rename(old)
+        tmp.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def load_bm25(self) -> Any:
+        """The persisted bm25s index, rebuilt in memory if it lags behind the store."""
+        import bm25s
+
+        state_file = self.bm25_dir / "state.json"
+        try:
+            state = json.loads(state_file.read_text())
+            if state.get("count") == self.count_chunks() and state["count"] > 0:
+                return bm25s.BM25.load(str(self.bm25_dir), load_corpus=True, show_progress=False)
+        except (OSError, ValueError, KeyError):
+            pass
+        if self.count_chunks() == 0:
+            return None
+        from llama_index.retrievers.bm25 import BM25Retriever
+
+        built = BM25Retriever.from_defaults(nodes=self._bm25_nodes())
+        built.bm25.corpus = built.corpus  # as a loaded index has it: results map to nodes
+        return built.bm25
 
     # ------------------------------------------------------------------ dense search
 

@@ -1,0 +1,260 @@
+"""Retrieval eval: hybrid retrieval against plain dense and plain BM25 on the same questions.
+
+    python -m evals.retrieval [--scale seed|icml|both] [--details FILE]
+
+(a) `seed`: the 60 papers of corpus/; (b) `icml`: the same 60 mixed into
+../shared/corpora/icml2026_main.jsonl (5,863 papers), where the gold of author and track
+questions is recomputed from every paper's metadata. Indexes are built once under
+.rag/evals-<scale>/ and reused (ingest is incremental).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import unicodedata
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from rag.corpus import Paper
+from rag.index import PaperIndex
+from rag.retrieve import Retrieval, Retriever
+from rag.settings import PROJECT_ROOT, Settings
+
+QUESTIONS = Path(__file__).with_name("questions.jsonl")
+ICML = PROJECT_ROOT.parent / "shared" / "corpora" / "icml2026_main.jsonl"
+MODES = ("hybrid", "dense", "bm25")
+K = 5
+
+
+def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise SystemExit(f"{path}:{n}: {err}") from err
+    return rows
+
+
+def _fold(text: str) -> list[str]:
+    decomposed = unicodedata.normalize("NFKD", text)
+    plain = "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+    return "".join(c if c.isalnum() else " " for c in plain).split()
+
+
+def gold_from_metadata(q: dict[str, Any], papers: list[Paper]) -> set[str]:
+    """Independent of rag.retrieve: plain token rules over every paper's metadata."""
+    if q["type"] == "author":
+        want = _fold(q["author"])
+        out = set()
+        for p in papers:
+            for name in p.authors:
+                toks = _fold(name)
+                if (len(want) == 1 and toks and toks[-1] == want[0]) or (
+                    len(want) > 1 and all(w in toks for w in want)
+                ):
+                    out.add(p.id)
+        return out
+    want = _fold(q["track"])
+    out = set()
+    for p in papers:
+        area, sub = _fold(p.area), _fold(p.subarea)
+        if want in (_fold(p.track), area, sub):
+            out.add(p.id)
+    return out
+
+
+def score_question(q: dict[str, Any], r: Retrieval, gold: set[str]) -> dict[str, Any]:
+    ids = [h.paper.id for h in r.hits]
+    row: dict[str, Any] = {
+        "id": q["id"],
+        "type": q["type"],
+        "abstained": r.abstained,
+        "relevance": r.signals.get("relevance"),
+        "n": len(ids),
+        "named": bool(r.signals.get("named")),
+    }
+    if not q["answerable"]:
+        return row
+    top = ids[:K]
+    found = len(gold & set(top))
+    row["recall@5"] = found / min(len(gold), K) if gold else 0.0
+    rank = next((i for i, pid in enumerate(ids, start=1) if pid in gold), None)
+    row["mrr"] = 1.0 / rank if rank else 0.0
+    if q["type"] in ("author", "track"):
+        got = set(ids)
+        row["list_precision"] = len(got & gold) / len(got) if got else 0.0
+        row["list_recall"] = len(got & gold) / len(gold) if gold else 0.0
+    return row
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    answerable = [r for r in rows if "recall@5" in r]
+    unanswerable = [r for r in rows if "recall@5" not in r]
+
+    def mean(values: list[float]) -> float:
+        return round(statistics.fmean(values), 4) if values else float("nan")
+
+    by_type: dict[str, dict[str, float]] = {}
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in answerable:
+        groups[r["type"]].append(r)
+    for t, rs in sorted(groups.items()):
+        by_type[t] = {
+            "n": len(rs),
+            "recall@5": mean([r["recall@5"] for r in rs]),
+            "mrr": mean([r["mrr"] for r in rs]),
+        }
+        if t in ("author", "track"):
+            by_type[t]["list_precision"] = mean([r["list_precision"] for r in rs])
+            by_type[t]["list_recall"] = mean([r["list_recall"] for r in rs])
+    return {
+        "questions": len(rows),
+        "recall@5": mean([r["recall@5"] for r in answerable]),
+        "mrr": mean([r["mrr"] for r in answerable]),
+        "no_answer_abstained": mean([float(r["abstained"]) for r in unanswerable]),
+        "answerable_wrongly_abstained": mean([float(r["abstained"]) for r in answerable]),
+        "by_type": by_type,
+    }
+
+
+def calibrate(rows: list[dict[str, Any]], max_false: float = 0.05) -> dict[str, Any]:
+    """The abstention threshold that wrongly abstains at most `max_false` of the answerable
+    questions that reach the threshold test, and what it buys on the no-answer ones."""
+    scored = [
+        r
+        for r in rows
+        if r.get("relevance") is not None
+        and not r["named"]
+        and r["type"] not in ("author", "track")
+    ]
+    answerable = sorted(r["relevance"] for r in scored if r["type"] != "no_answer")
+    unanswerable = sorted(r["relevance"] for r in scored if r["type"] == "no_answer")
+    if not answerable or not unanswerable:
+        return {}
+    allowed = int(max_false * len(answerable))
+    threshold = answerable[allowed]
+    return {
+        "threshold": round(threshold, 4),
+        "no_answer_abstained": round(
+            sum(v < threshold for v in unanswerable) / len(unanswerable), 4
+        ),
+        "answerable_wrongly_abstained": round(
+            sum(v < threshold for v in answerable) / len(answerable), 4
+        ),
+        "answerable_tested": len(answerable),
+        "no_answer_tested": len(unanswerable),
+    }
+
+
+def build(scale: str) -> Retriever:
+    home = PROJECT_ROOT / ".rag" / f"evals-{scale}"
+    paths = [PROJECT_ROOT / "corpus"]
+    if scale == "icml":
+        if not ICML.exists():
+            raise SystemExit(f"{ICML} is missing: the icml scale needs ../shared/corpora")
+        paths.append(ICML)
+    index = PaperIndex(Settings(home=home))
+    summary = index.ingest(paths, progress=sys.stderr.isatty())
+    print(
+        f"[{scale}] index: {summary.total_papers} papers ({summary.chunks_embedded} chunks "
+        f"embedded now, {summary.seconds:.0f}s)",
+        file=sys.stderr,
+    )
+    return Retriever(index)
+
+
+def run_scale(scale: str, questions: list[dict[str, Any]]) -> dict[str, Any]:
+    retriever = build(scale)
+    retriever.load()
+    papers = list(retriever.papers.values())
+    retriever.retrieve("warm up the models", k=K)
+    out: dict[str, Any] = {"scale": scale, "papers": len(papers), "modes": {}}
+    for mode in MODES:
+        rows, times = [], []
+        for q in questions:
+            if q["type"] in ("author", "track") and scale != "seed":
+                gold = gold_from_metadata(q, papers)
+            else:
+                gold = {retriever.resolve(g) for g in q["gold"]}
+            t0 = time.perf_counter()
+            r = retriever.retrieve(q["question"], k=K, mode=mode)
+            times.append((time.perf_counter() - t0) * 1000)
+            rows.append(
+                score_question(q, r, gold)
+                | {"top": [h.paper.id for h in r.hits[:K]], "gold": sorted(gold)}
+            )
+        summary = summarise(rows)
+        if mode == "hybrid":
+            summary["calibration"] = calibrate(rows)
+        times.sort()
+        summary["latency_ms"] = {
+            "p50": round(statistics.median(times), 1),
+            "p95": round(times[int(0.95 * (len(times) - 1))], 1),
+        }
+        out["modes"][mode] = summary | {"rows": rows}
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [
+        f"## {result['scale']} ({result['papers']} papers)",
+        "",
+        "| metric | " + " | ".join(MODES) + " |",
+        "|---|" + "---|" * len(MODES),
+    ]
+    modes = result["modes"]
+    for key in ("recall@5", "mrr", "no_answer_abstained", "answerable_wrongly_abstained"):
+        lines.append(f"| {key} | " + " | ".join(f"{modes[m][key]:.3f}" for m in MODES) + " |")
+    for key in ("p50", "p95"):
+        lines.append(
+            f"| latency {key} ms | "
+            + " | ".join(f"{modes[m]['latency_ms'][key]:.1f}" for m in MODES)
+            + " |"
+        )
+    cal = modes["hybrid"].get("calibration")
+    if cal:
+        lines.insert(
+            1,
+            f"\nabstention calibration (hybrid): threshold {cal['threshold']:.3f} "
+            f"abstains {cal['no_answer_abstained']:.2f} of no-answer questions, "
+            f"{cal['answerable_wrongly_abstained']:.2f} of answerable ones "
+            f"(n={cal['no_answer_tested']}/{cal['answerable_tested']})\n",
+        )
+    types = sorted(modes["hybrid"]["by_type"])
+    for t in types:
+        cells = []
+        for m in MODES:
+            bt = modes[m]["by_type"][t]
+            cell = f"{bt['recall@5']:.3f}"
+            if "list_precision" in bt:
+                cell += f" (P {bt['list_precision']:.2f} / R {bt['list_recall']:.2f})"
+            cells.append(cell)
+        n = modes["hybrid"]["by_type"][t]["n"]
+        lines.append(f"| {t} recall@5 (n={n}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m evals.retrieval")
+    parser.add_argument("--scale", choices=["seed", "icml", "both"], default="both")
+    parser.add_argument("--details", type=Path, help="write per-question rows as JSON here")
+    args = parser.parse_args()
+    questions = load_questions()
+    scales = ["seed", "icml"] if args.scale == "both" else [args.scale]
+    results = [run_scale(s, questions) for s in scales]
+    for r in results:
+        print(render(r))
+        print()
+    if args.details:
+        args.details.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,636 @@
+"""Finds the papers a question is about: hybrid search, metadata questions, abstention.
+
+- Topical questions: dense (Chroma) and BM25 legs, each a LlamaIndex retriever, fused by
+  reciprocal rank fusion over *papers*; a method name the question mentions ("What is
+  SOTAlign?") puts the paper that coins it first.
+- Author and track questions ("papers by Bouniot", "the safety track") are answered from the
+  metadata of every indexed paper: the complete list, not a top-k sample.
+- When nothing indexed is about the question, the result is empty and says so. No LLM is
+  called anywhere here.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag.corpus import Paper, fold
+from rag.index import Hit, PaperIndex
+
+LEG_WEIGHTS = {"dense": 1.0, "bm25": 1.0}
+RRF_K = 20.0
+Ranked = tuple[str, float, str]  # (paper id, score, best passage)
+MAX_NAME_SHARERS = 3
+# Relevance of a topical question to the collection, from the dense and BM25 legs:
+#   best cosine + GAP_WEIGHT * (best cosine - mean of the next five) + BM25_WEIGHT * min(best
+#   BM25 score, BM25_CAP).
+# Below ABSTAIN_BELOW the result is empty and flagged. The weights and threshold were
+# calibrated with `python -m evals.retrieval --scale seed` on the questions of
+# evals/questions.jsonl that the collection cannot answer, holding wrongly abstained
+# answerable questions to at most 5% (see evals/README.md for what that buys).
+GAP_WEIGHT = 2.0
+BM25_WEIGHT = 0.06
+BM25_CAP = 12.0
+ABSTAIN_BELOW = 0.72
+
+_WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
+_STOP = set(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "of",
+        "in",
+        "on",
+        "for",
+        "to",
+        "with",
+        "by",
+        "from",
+        "about",
+        "as",
+        "at",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "this",
+        "that",
+        "these",
+        "those",
+        "which",
+        "what",
+        "who",
+        "whom",
+        "whose",
+        "where",
+        "when",
+        "how",
+        "why",
+        "any",
+        "anything",
+        "all",
+        "some",
+        "do",
+        "does",
+        "did",
+        "done",
+        "has",
+        "have",
+        "had",
+        "having",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "may",
+        "might",
+        "must",
+        "me",
+        "my",
+        "i",
+        "we",
+        "our",
+        "you",
+        "your",
+        "it",
+        "its",
+        "their",
+        "there",
+        "here",
+        "set",
+        "collection",
+        "corpus",
+        "listed",
+        "list",
+        "lists",
+        "show",
+        "give",
+        "tell",
+        "find",
+        "papers",
+        "paper",
+        "work",
+        "works",
+        "worked",
+        "working",
+        "article",
+        "articles",
+        "publication",
+        "publications",
+        "publish",
+        "published",
+        "wrote",
+        "written",
+        "write",
+        "authored",
+        "author",
+        "authors",
+        "co-author",
+        "coauthor",
+        "co-authored",
+        "coauthored",
+        "surname",
+        "name",
+        "named",
+        "on",
+        "one",
+        "ones",
+        "specifically",
+        "please",
+        "belong",
+        "belongs",
+        "filed",
+        "submitted",
+        "under",
+        "into",
+        "track",
+        "tracks",
+        "area",
+        "areas",
+        "subarea",
+        "subareas",
+        "category",
+        "categories",
+        "session",
+        "topic",
+        "topics",
+        "than",
+        "other",
+        "got",
+        "get",
+        "is",
+        "there",
+        "s",
+    ]
+)
+_AUTHOR_CUES = re.compile(
+    r"\b(?:by|authors?|authored|co-?authors?|co-?authored|wrote|written|publish(?:ed)?|"
+    r"worked|work by|surname|papers of)\b"
+)
+_TRACK_CUES = re.compile(r"\b(?:track|tracks|area|subarea|category|filed|submitted under)\b")
+_UNKNOWN_AUTHOR = re.compile(
+    r"^(?:(?:list|show|find|give me)\s+)?(?:all\s+)?(?:the\s+)?(?:papers?|work|articles?)\s+"
+    r"(?:written\s+|authored\s+|co-?authored\s+)?by\s+(?P<name>[\w .'\-]+?)\s*\??$"
+    r"|^what\s+(?:has|have|did)\s+(?P<name2>[\w .'\-]+?)\s+(?:worked|work|published|written)"
+    r"\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class Retrieval:
+    """What a question retrieved, and how."""
+
+    query: str
+    hits: list[Hit]
+    abstained: bool = False
+    reason: str = ""
+    mode: str = "hybrid"  # hybrid | dense | bm25 | author | track
+    authors: list[str] = field(default_factory=list)
+    tracks: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    signals: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "abstained": self.abstained,
+            "reason": self.reason,
+            "authors": self.authors,
+            "tracks": self.tracks,
+            "timings": self.timings,
+            "signals": self.signals,
+            "results": [hit_dict(h) for h in self.hits],
+        }
+
+
+def hit_dict(h: Hit) -> dict[str, Any]:
+    p = h.paper
+    return {
+        "id": p.id,
+        "display_name": p.display_name,
+        "title": p.title,
+        "authors": list(p.authors),
+        "track": p.track,
+        "score": round(h.score, 4),
+        "passage": h.passage,
+        "matched": list(h.matched),
+    }
+
+
+def _tokens(text: str) -> list[str]:
+    return [t.strip("'’-") for t in _WORD.findall(fold(text)) if t.strip("'’-")]
+
+
+def _phrase(text: str) -> str:
+    return " ".join(_tokens(text))
+
+
+def _contains(haystack: list[str], needle: list[str]) -> int:
+    """Start of `needle` as a contiguous run in `haystack`, or -1."""
+    n = len(needle)
+    for i in range(len(haystack) - n + 1):
+        if haystack[i : i + n] == needle:
+            return i
+    return -1
+
+
+class Retriever:
+    """Retrieval over one PaperIndex; loads its tables once and is safe to share."""
+
+    def __init__(self, index: PaperIndex) -> None:
+        self.index = index
+        self._lock = threading.Lock()
+        self._loaded = False
+        self.papers: dict[str, Paper] = {}
+        self._aliases: dict[str, str] = {}
+        self._authors: dict[str, list[str]] = {}  # folded full name -> paper ids
+        self._surnames: dict[str, set[str]] = {}  # folded last token -> folded full names
+        self._author_tokens: dict[str, set[str]] = {}  # any folded token -> full names
+        self._track_parts: list[tuple[str, list[list[str]]]] = []
+        self._names: dict[str, list[str]] = {}  # folded coined name / short title -> ids
+        self._tracks: dict[str, list[str]] = {}  # track -> paper ids
+        self._bm25: Any = None
+        self._vector_index: Any = None
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self) -> None:
+        with self._lock:
+            if self._loaded:
+                return
+            for p in self.index.papers():
+                self.papers[p.id] = p
+                for alias in p.aliases:
+                    self._aliases[alias] = p.id
+                for name in p.authors:
+                    key = _phrase(name)
+                    self._authors.setdefault(key, []).append(p.id)
+                    if key:
+                        self._surnames.setdefault(key.split()[-1], set()).add(key)
+                        for tok in key.split():
+                            self._author_tokens.setdefault(tok, set()).add(key)
+                self._tracks.setdefault(p.track, []).append(p.id)
+                for name in set(self._names_of(p)):
+                    self._names.setdefault(name, []).append(p.id)
+            for track in self._tracks:
+                if track:
+                    area, _, sub = track.partition(" · ")
+                    parts = [p for p in (_tokens(track), _tokens(area), _tokens(sub)) if p]
+                    self._track_parts.append((track, parts))
+            self._bm25 = self.index.load_bm25()
+            self._loaded = True
+
+    @staticmethod
+    def _names_of(p: Paper) -> Iterable[str]:
+        for name in p.names:
+            yield fold(name)
+        head = p.title.split(":", 1)[0].strip()
+        if ":" in p.title and len(head.split()) <= 3:
+            yield fold(head)  # "TVI-CoT: Text-Visual ..." -> "tvi-cot"
+
+    @property
+    def vector_index(self) -> Any:
+        if self._vector_index is None:
+            from llama_index.core import VectorStoreIndex
+            from llama_index.vector_stores.chroma import ChromaVectorStore
+
+            store = ChromaVectorStore(chroma_collection=self.index.collection)
+            self._vector_index = VectorStoreIndex.from_vector_store(
+                store, embed_model=self.index.embed_model
+            )
+        return self._vector_index
+
+    def resolve(self, paper_id: str) -> str:
+        """The current id of a paper known by an older or other id."""
+        self.load()
+        return paper_id if paper_id in self.papers else self._aliases.get(paper_id, paper_id)
+
+    @property
+    def tracks(self) -> list[str]:
+        self.load()
+        return sorted(t for t in self._tracks if t)
+
+    # ------------------------------------------------------------------ metadata
+
+    def match_authors(self, name: str) -> list[str]:
+        """Authors (folded full names) matching a full or partial, accent-free name."""
+        self.load()
+        want = _tokens(name)
+        if not want:
+            return []
+        return sorted(
+            a for a in self._author_tokens.get(want[0], ()) if _contains(a.split(), want) >= 0
+        )
+
+    def match_tracks(self, text: str) -> list[str]:
+        """Tracks whose area or subarea is named by `text`; whole-name matches win."""
+        self.load()
+        want = _tokens(text)
+        if not want:
+            return []
+        exact, partial = [], []
+        for track, parts in self._track_parts:
+            if any(p == want for p in parts):
+                exact.append(track)
+            elif any(_contains(p, want) >= 0 for p in parts):
+                partial.append(track)
+        return sorted(exact or partial)
+
+    def _find_author_in(self, words: list[str], original: str) -> tuple[list[str], list[str]]:
+        """Author names in the query and the query words they used."""
+        best: tuple[list[str], list[str]] = ([], [])
+        for size in (4, 3, 2):
+            for i in range(len(words) - size + 1):
+                span = words[i : i + size]
+                found = [
+                    a
+                    for a in self._author_tokens.get(span[0], ())
+                    if _contains(a.split(), span) >= 0
+                ]
+                if found and size > len(best[1]):
+                    best = (found, span)
+            if best[0]:
+                return best
+        cue = bool(_AUTHOR_CUES.search(fold(original)))
+        capitalised = {fold(w) for w in _WORD.findall(original) if w[:1].isupper()}
+        for w in words:
+            if w in self._surnames and w not in _STOP and (cue or w in capitalised):
+                return sorted(self._surnames[w]), [w]
+        return [], []
+
+    def _find_track_in(self, words: list[str]) -> tuple[list[str], list[str]]:
+        best: tuple[list[str], list[str]] = ([], [])
+        for _, parts in self._track_parts:
+            for part in parts:
+                if len(part) > len(best[1]) and _contains(words, part) >= 0:
+                    best = ([], part)
+        if not best[1]:
+            return [], []
+        return self.match_tracks(" ".join(best[1])), best[1]
+
+    # ------------------------------------------------------------------ search
+
+    def retrieve(
+        self,
+        query: str,
+        k: int = 5,
+        author: str | None = None,
+        track: str | None = None,
+        mode: str = "hybrid",
+    ) -> Retrieval:
+        """Papers for a question. `author`/`track` restrict to matching papers (explicit
+        filters); `mode` is hybrid, dense or bm25 (the last two are the baselines)."""
+        started = time.perf_counter()
+        self.load()
+        result = self._retrieve(query, k, author, track, mode)
+        result.timings["retrieve_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        return result
+
+    def _retrieve(
+        self, query: str, k: int, author: str | None, track: str | None, mode: str
+    ) -> Retrieval:
+        allowed: set[str] | None = None
+        authors: list[str] = []
+        tracks: list[str] = []
+        if author:
+            authors = self.match_authors(author)
+            allowed = {pid for a in authors for pid in self._authors[a]}
+            if not allowed:
+                return Retrieval(
+                    query,
+                    [],
+                    True,
+                    f"no indexed paper lists {author!r} as an author",
+                    "author",
+                    authors,
+                )
+        if track:
+            tracks = self.match_tracks(track)
+            ids = {pid for t in tracks for pid in self._tracks[t]}
+            allowed = ids if allowed is None else allowed & ids
+            if not ids:
+                return Retrieval(
+                    query, [], True, f"no indexed track matches {track!r}", "track", authors, tracks
+                )
+
+        words = _tokens(query)
+        if mode == "hybrid" and not (author or track):
+            meta = self._metadata_question(query, words)
+            if meta is not None:
+                return meta
+
+        topical = [w for w in words if w not in _STOP]
+        if allowed is not None and not topical:
+            hits = self._listing(allowed)
+            kind = "author" if author else "track"
+            return Retrieval(
+                query,
+                hits,
+                not hits,
+                "" if hits else "no papers match the filters",
+                kind,
+                authors,
+                tracks,
+            )
+        if not words:
+            return Retrieval(query, [], True, "the question is empty", mode)
+        return self._topical(query, k, allowed, mode, authors, tracks)
+
+    def _metadata_question(self, query: str, words: list[str]) -> Retrieval | None:
+        """An author or track question answered from metadata, or None if it is topical."""
+        found_authors, used = self._find_author_in(words, query)
+        if found_authors:
+            rest = [w for w in words if w not in used and w not in _STOP]
+            ids = {pid for a in found_authors for pid in self._authors[a]}
+            names = sorted(
+                {n for pid in ids for n in self.papers[pid].authors if _phrase(n) in found_authors}
+            )
+            if not rest:
+                return Retrieval(query, self._listing(ids), False, "", "author", names)
+            return self._topical(query, len(ids), ids, "hybrid", names, [])
+        unknown = _UNKNOWN_AUTHOR.search(query.strip())
+        if unknown:
+            name = (unknown.group("name") or unknown.group("name2") or "").strip()
+            if name and not self.match_tracks(name):
+                return Retrieval(
+                    query, [], True, f"no indexed paper lists {name!r} as an author", "author"
+                )
+        found_tracks, used = self._find_track_in(words)
+        if found_tracks:
+            rest = [w for w in words if w not in used and w not in _STOP]
+            cue = bool(_TRACK_CUES.search(fold(query)))
+            if cue or not rest:
+                ids = {pid for t in found_tracks for pid in self._tracks[t]}
+                if not rest:
+                    return Retrieval(
+                        query, self._listing(ids), False, "", "track", [], found_tracks
+                    )
+                return self._topical(query, len(ids), ids, "hybrid", [], found_tracks)
+        return None
+
+    def _listing(self, ids: Iterable[str]) -> list[Hit]:
+        papers = sorted((self.papers[i] for i in ids), key=lambda p: p.display_name.casefold())
+        return [Hit(p, 1.0, _lead(p.abstract), ("metadata",)) for p in papers]
+
+    def _topical(
+        self,
+        query: str,
+        k: int,
+        allowed: set[str] | None,
+        mode: str,
+        authors: list[str],
+        tracks: list[str],
+    ) -> Retrieval:
+        depth = max(4 * k, 40)
+        dense = self._dense(query, depth, allowed) if mode in ("hybrid", "dense") else []
+        sparse = self._sparse(query, depth, allowed) if mode in ("hybrid", "bm25") else []
+
+        passages: dict[str, tuple[float, str]] = {}
+        fused: dict[str, float] = {}
+        why: dict[str, list[str]] = {}
+        for leg, ranked in (("dense", dense), ("bm25", sparse)):
+            for rank, (pid, score, text) in enumerate(ranked):
+                fused[pid] = fused.get(pid, 0.0) + LEG_WEIGHTS[leg] / (RRF_K + rank)
+                why.setdefault(pid, []).append(leg)
+                if leg == "dense" and (pid not in passages or score > passages[pid][0]):
+                    passages[pid] = (score, text)
+                passages.setdefault(pid, (score, text))
+        named = self._named(query, allowed) if mode == "hybrid" else []
+        for pid in named:
+            fused[pid] = fused.get(pid, 0.0) + 1.0  # above anything fusion alone can score
+            why.setdefault(pid, []).append("name")
+            passages.setdefault(pid, (1.0, _lead(self.papers[pid].abstract)))
+
+        ranked_ids = sorted(fused, key=lambda pid: -fused[pid])[:k]
+        hits = [
+            Hit(self.papers[pid], round(fused[pid], 6), passages[pid][1], tuple(why[pid]))
+            for pid in ranked_ids
+            if pid in self.papers
+        ]
+        score = relevance(dense, sparse)
+        signals = {
+            "relevance": round(score, 4),
+            "top_dense": round(dense[0][1], 4) if dense else 0.0,
+            "named": float(len(named)),
+        }
+        if mode == "hybrid":
+            abstain = not named and allowed is None and score < ABSTAIN_BELOW
+        else:
+            abstain = False  # the plain legs are baselines: no abstention of their own
+        if abstain or not hits:
+            reason = (
+                f"nothing indexed is about this question (relevance {score:.2f} < "
+                f"{ABSTAIN_BELOW:.2f})"
+                if mode != "bm25"
+                else "no indexed paper shares a term with the question"
+            )
+            return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
+        return Retrieval(query, hits, False, "", mode, authors, tracks, signals=signals)
+
+    def _named(self, query: str, allowed: set[str] | None) -> list[str]:
+        found: list[str] = []
+        for raw in re.findall(r"[\w][\w\-]*[\w]|\w", query):
+            ids = self._names.get(fold(raw), [])
+            if len(ids) > MAX_NAME_SHARERS:
+                continue  # a name many papers coin ("LLM-X") identifies none of them
+            for pid in ids:
+                if (allowed is None or pid in allowed) and pid not in found:
+                    found.append(pid)
+        return found
+
+    def _dense(
+        self, query: str, depth: int, allowed: set[str] | None
+    ) -> list[tuple[str, float, str]]:
+        from llama_index.core.vector_stores.types import (
+            FilterOperator,
+            MetadataFilter,
+            MetadataFilters,
+        )
+
+        filters = None
+        if allowed is not None:
+            filters = MetadataFilters(
+                filters=[
+                    MetadataFilter(
+                        key="paper_id", value=sorted(allowed), operator=FilterOperator.IN
+                    )
+                ]
+            )
+        retriever = self.vector_index.as_retriever(similarity_top_k=depth, filters=filters)
+        return _best_per_paper(
+            (str(n.node.metadata["paper_id"]), float(n.score or 0.0), n.node.get_content())
+            for n in retriever.retrieve(query)
+        )
+
+    def _sparse(
+        self, query: str, depth: int, allowed: set[str] | None
+    ) -> list[tuple[str, float, str]]:
+        if self._bm25 is None:
+            return []
+        from llama_index.retrievers.bm25 import BM25Retriever
+
+        n_docs = len(self._bm25.corpus) if self._bm25.corpus is not None else depth
+        top = n_docs if allowed is not None else min(depth, n_docs)
+        retriever = BM25Retriever(existing_bm25=self._bm25, similarity_top_k=top)
+        rows = []
+        for n in retriever.retrieve(query):
+            pid = str(n.node.metadata["paper_id"])
+            if (allowed is None or pid in allowed) and (n.score or 0.0) > 0:
+                rows.append(
+                    (
+                        pid,
+                        float(n.score or 0.0),
+                        _strip_title(n.node.get_content(), pid, self.papers),
+                    )
+                )
+        return _best_per_paper(rows)
+
+
+def relevance(dense: list[Ranked], sparse: list[Ranked]) -> float:
+    """How much the collection is about a question (see ABSTAIN_BELOW)."""
+    if not dense:
+        return 0.0
+    top = dense[0][1]
+    rest = [d[1] for d in dense[1:6]]
+    gap = top - sum(rest) / len(rest) if rest else 0.0
+    bm25 = min(sparse[0][1], BM25_CAP) if sparse else 0.0
+    return top + GAP_WEIGHT * gap + BM25_WEIGHT * bm25
+
+
+def _best_per_paper(rows: Iterable[Ranked]) -> list[Ranked]:
+    """Chunks to papers: each paper once, at its best chunk's score and text."""
+    best: dict[str, tuple[str, float, str]] = {}
+    for pid, score, text in rows:
+        if pid not in best or score > best[pid][1]:
+            best[pid] = (pid, score, text)
+    return sorted(best.values(), key=lambda r: -r[1])
+
+
+def _strip_title(text: str, pid: str, papers: dict[str, Paper]) -> str:
+    p = papers.get(pid)
+    if p and p.title and text.startswith(p.title + "\n"):
+        return text[len(p.title) + 1 :]
+    return text
+
+
+def _lead(abstract: str, limit: int = 300) -> str:
+    """The first sentences of an abstract, up to about `limit` characters."""
+    out = ""
+    for sentence in re.split(r"(?<=[.!?])\s+", abstract):
+        if out and len(out) + len(sentence) > limit:
+            break
+        out = f"{out} {sentence}".strip()
+    return out

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from rag.index import PaperIndex
+from rag.retrieve import Retriever
+from rag.settings import Settings
+
+from .conftest import CORPUS, run_cli
+
+
+@pytest.fixture
+def retriever(seed_settings: Settings) -> Retriever:
+    return Retriever(PaperIndex(seed_settings))
+
+
+def names(result) -> list[str]:
+    return [h.paper.display_name for h in result.hits]
+
+
+def test_paraphrase_finds_the_paper(retriever: Retriever) -> None:
+    r = retriever.retrieve(
+        "How can black-box predictors of temporal signals be explained "
+        "beyond the data they were trained on?"
+    )
+    assert not r.abstained and "TimeSAE" in names(r)[:3]
+    assert {"dense"} <= set(r.hits[0].matched)
+
+
+def test_method_name_comes_first(retriever: Retriever) -> None:
+    r = retriever.retrieve("What is SOTAlign?")
+    assert names(r)[0] == "SOTAlign" and "name" in r.hits[0].matched
+
+
+def test_results_are_papers_not_chunks(retriever: Retriever) -> None:
+    r = retriever.retrieve("sparse autoencoders", k=10)
+    ids = [h.paper.id for h in r.hits]
+    assert len(ids) == len(set(ids)) == 10
+    assert all(h.passage for h in r.hits)
+
+
+def test_author_questions_list_every_paper(retriever: Retriever) -> None:
+    r = retriever.retrieve("What has Quentin Bouniot worked on here?")
+    assert r.mode == "author" and len(r.hits) == 4
+    assert all("Quentin Bouniot" in h.paper.authors for h in r.hits)
+    assert all(h.matched == ("metadata",) for h in r.hits)
+    accentless = retriever.retrieve("papers by scholkopf")
+    assert [h.paper.first_author for h in accentless.hits] == ["Ruta Binkyte"]
+    assert accentless.authors == ["Bernhard Schölkopf"]
+    surname = retriever.retrieve("Which papers have an author with the surname Kim?")
+    assert len(surname.hits) == 7
+
+
+def test_unknown_author_abstains(retriever: Retriever) -> None:
+    r = retriever.retrieve("papers by Geoffrey Hinton")
+    assert r.abstained and r.hits == [] and "Geoffrey Hinton" in r.reason
+
+
+def test_track_questions_list_every_paper(retriever: Retriever) -> None:
+    r = retriever.retrieve("papers in Social Aspects · Safety")
+    assert r.mode == "track" and r.tracks == ["Social Aspects · Safety"] and len(r.hits) == 4
+    theory = retriever.retrieve("theory papers")
+    assert len(theory.hits) == 4
+    assert {h.paper.track for h in theory.hits} == {
+        "Theory · Everything Else",
+        "Deep Learning · Theory",
+    }
+    fuzzy = retriever.retrieve("the safety track")
+    assert fuzzy.tracks == ["Social Aspects · Safety"]
+
+
+def test_explicit_filters(retriever: Retriever) -> None:
+    r = retriever.retrieve("sparse autoencoders", author="Akata", k=10)
+    assert r.hits and all(any("Akata" in a for a in h.paper.authors) for h in r.hits)
+    assert names(r)[0] == "TimeSAE"
+    listed = retriever.retrieve("", track="Deep Learning · Large Language Models")
+    assert len(listed.hits) == 9
+    none = retriever.retrieve("anything", author="Nobody Atall")
+    assert none.abstained
+
+
+def test_question_outside_the_collection_abstains(retriever: Retriever) -> None:
+    r = retriever.retrieve("trajectory prediction for autonomous driving")
+    assert r.abstained and r.hits == [] and "relevance" in r.reason
+
+
+def test_bm25_is_persisted_in_step_with_chroma(seed_settings: Settings, tmp_path) -> None:
+    index = PaperIndex(seed_settings)
+    state = json.loads((index.bm25_dir / "state.json").read_text())
+    assert state["count"] == index.count_chunks() == 61
+    # A missing BM25 folder is rebuilt by the next ingest, which embeds nothing.
+    shutil.rmtree(index.bm25_dir)
+    summary = index.ingest([CORPUS], progress=False)
+    assert summary.chunks_embedded == 0 and (index.bm25_dir / "state.json").exists()
+    # Without its files, search still works: the index is rebuilt in memory.
+    shutil.rmtree(index.bm25_dir)
+    r = Retriever(index).retrieve("What is SOTAlign?")
+    assert names(r)[0] == "SOTAlign" and "bm25" in r.hits[0].matched
+
+
+def test_search_cli_json(seed_settings: Settings) -> None:
+    env = {"RAG_HOME": str(seed_settings.home)}
+    done = run_cli("rag.search", "which papers use conformal prediction?", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    first = out["results"][0]
+    for key in ("id", "display_name", "title", "authors", "track", "score", "passage", "matched"):
+        assert key in first
+    listed = run_cli("rag.search", "--author", "Bouniot", env=env)
+    assert listed.returncode == 0 and listed.stdout.startswith("4 papers")
+    nothing = run_cli("rag.search", "weather forecasting with deep learning", env=env)
+    assert nothing.returncode == 0 and "No answer in the indexed papers" in nothing.stdout
