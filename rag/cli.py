@@ -139,3 +139,70 @@ def search_main(argv: Sequence[str] | None = None) -> int:
         snippet = " ".join(h.passage.split())
         print(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}")
     return EXIT_OK
+
+
+def ask_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m rag.ask",
+        description="Answer a question from the indexed abstracts, with numbered citations.",
+        epilog=_epilog("home", "llm", "answer"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("question", help="the question")
+    parser.add_argument(
+        "--llm", choices=["local", "openai", "extractive"], help="backend (default RAG_LLM)"
+    )
+    parser.add_argument("--k", type=int, default=None, help="sources to retrieve (default 5)")
+    parser.add_argument("--author", help="only papers with this author")
+    parser.add_argument("--track", help="only papers in this track, area or subarea")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    settings = _settings(parser)
+    if not args.question.strip():
+        parser.error("the question is empty")
+    if args.k is not None and not 1 <= args.k <= 50:
+        parser.error("--k must be between 1 and 50")
+    if args.llm:
+        settings.llm = settings.llm.model_copy(update={"backend": args.llm})
+
+    from rag.answer import Answerer, iter_answer_text
+    from rag.embed import EmbeddingModelError
+    from rag.index import IndexError_, PaperIndex
+    from rag.retrieve import Retriever
+
+    stream = not args.json and sys.stdout.isatty()
+    try:
+        index = PaperIndex(settings)
+        if index.count_chunks() == 0:
+            print(
+                f"error: the index {index.name} in {settings.home} is empty; "
+                "fill it with `python -m rag.ingest [PATH ...]` (or `make ingest`)",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        answerer = Answerer(Retriever(index), settings)
+
+        def show(delta: str) -> None:
+            print(delta, end="", flush=True)
+
+        answer = answerer.ask(
+            args.question,
+            k=args.k,
+            author=args.author,
+            track=args.track,
+            on_token=show if stream else None,
+        )
+    except (IndexError_, EmbeddingModelError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.json:
+        print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=1))
+    else:
+        if stream and answer.timings.get("first_token_ms") is not None:
+            print("\n\nChecked answer:")
+        for line in iter_answer_text(answer):
+            print(line)
+    if answer.failed:
+        print(f"error: {answer.note}", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK

@@ -267,6 +267,15 @@ class Retriever:
 
     # ------------------------------------------------------------------ loading
 
+    def reload(self) -> None:
+        """Forget loaded tables; the next question sees what ingest changed."""
+        with self._lock:
+            self._loaded = False
+            self.papers, self._aliases, self._authors = {}, {}, {}
+            self._surnames, self._author_tokens, self._names = {}, {}, {}
+            self._tracks, self._track_parts = {}, []
+            self._bm25 = None
+
     def load(self) -> None:
         with self._lock:
             if self._loaded:
@@ -390,11 +399,30 @@ class Retriever:
         author: str | None = None,
         track: str | None = None,
         mode: str = "hybrid",
+        within: set[str] | None = None,
     ) -> Retrieval:
         """Papers for a question. `author`/`track` restrict to matching papers (explicit
-        filters); `mode` is hybrid, dense or bm25 (the last two are the baselines)."""
+        filters), `within` to given paper ids (a follow-up about earlier results); `mode` is
+        hybrid, dense or bm25 (the last two are the baselines)."""
         started = time.perf_counter()
         self.load()
+        if within is not None:
+            within = {self.resolve(pid) for pid in within} & set(self.papers)
+            if not within:
+                return Retrieval(query, [], True, "none of the earlier papers is indexed")
+            words = [w for w in _tokens(query) if w not in _STOP]
+            if not words:
+                return Retrieval(query, self._listing(within), False, "", "filtered")
+            found = self._topical(query, len(within), within, "hybrid", [], [])
+            # Every earlier paper ranks somewhere densely; only those that share the
+            # follow-up's terms (or are named by it) answer "which of those ...".
+            found.hits = [h for h in found.hits if {"bm25", "name"} & set(h.matched)][:k]
+            if not found.hits:
+                return Retrieval(
+                    query, [], True, f"none of the earlier papers mention {query!r}", "filtered"
+                )
+            found.mode = "filtered"
+            return found
         result = self._retrieve(query, k, author, track, mode)
         result.timings["retrieve_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return result

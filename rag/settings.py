@@ -10,10 +10,16 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,6 +112,95 @@ class SearchSettings(_Section):
     k: int = Field(default=5, ge=1, le=200, description="Papers returned by a search.")
 
 
+class LLMSettings(_Section):
+    backend: Literal["local", "openai", "extractive"] = Field(
+        default="local",
+        description="Who writes answers: the bundled llama.cpp model, an OpenAI-compatible "
+        "endpoint, or no LLM at all (extractive). RAG_LLM.",
+    )
+    local_model: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"] = Field(
+        default="qwen2.5-coder-1.5b",
+        description="Which bundled GGUF the local backend runs (smaller is faster).",
+    )
+    model_path: str = Field(
+        default="", description="Any GGUF file for the local backend (overrides local_model)."
+    )
+    cache: Path = Field(
+        default=Path.home() / ".cache" / "paper-rag" / "models",
+        description="Where bundled GGUFs are joined from their part packages on first use.",
+    )
+    threads: int = Field(default=0, ge=0, description="llama.cpp threads (0: all cores).")
+    n_ctx: int = Field(default=2048, ge=512, le=32768, description="llama.cpp context tokens.")
+    base_url: str = Field(
+        default="", description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1."
+    )
+    model: str = Field(default="", description="Model name sent to the endpoint.")
+    api_key: SecretStr = Field(
+        default=SecretStr("not-needed"), description="API key for the endpoint."
+    )
+    timeout: float = Field(
+        default=60.0, gt=0, description="Seconds one request to the endpoint may take."
+    )
+    connect_timeout: float = Field(
+        default=3.0, gt=0, description="Seconds to wait for the endpoint to accept a connection."
+    )
+    retries: int = Field(
+        default=2, ge=0, le=6, description="Retries (jittered backoff) after a failed request."
+    )
+    max_tokens: int = Field(default=220, ge=16, le=4096, description="Longest answer, in tokens.")
+    temperature: float = Field(
+        default=0.0, ge=0, le=2, description="Sampling temperature (0: the same answer each time)."
+    )
+
+
+class AnswerSettings(_Section):
+    sources: int = Field(
+        default=5, ge=1, le=20, description="Papers retrieved and listed as numbered sources."
+    )
+    prompt_sources: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="How many of them the LLM reads (prompt length is what costs on a CPU).",
+    )
+    sentences_per_source: int = Field(
+        default=3, ge=1, le=20, description="Sentences of each source abstract put in the prompt."
+    )
+    unsupported: Literal["flag", "drop"] = Field(
+        default="flag",
+        description="What happens to answer sentences the verifier finds unsupported.",
+    )
+
+
+class UISettings(_Section):
+    host: str = Field(
+        default="127.0.0.1",
+        description="Address the chat page binds to; loopback keeps it off the network.",
+    )
+    port: int = Field(default=7860, ge=1, le=65535, description="Port of the chat page.")
+    concurrency: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Questions answered at once (a local model answers one at a time).",
+    )
+    max_queue: int = Field(
+        default=16, ge=1, le=1000, description="Questions waiting before the page says busy."
+    )
+    max_upload_mb: float = Field(
+        default=50.0, gt=0, le=2048, description="Largest file the page accepts for upload."
+    )
+
+
+class _EnvWithBackendName(EnvSettingsSource):
+    """`RAG_LLM=openai` names the backend while `RAG_LLM_BASE_URL` etc. fill the section."""
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        if field_name == "llm" and isinstance(value, str) and not value.lstrip().startswith("{"):
+            return {"backend": value}
+        return super().decode_complex_value(field_name, field, value)
+
+
 class Settings(BaseSettings):
     """Everything configurable, with its environment variable."""
 
@@ -130,6 +225,20 @@ class Settings(BaseSettings):
     chroma: ChromaSettings = Field(default_factory=ChromaSettings, description="Vector store.")
     ingest: IngestSettings = Field(default_factory=IngestSettings, description="Ingest limits.")
     search: SearchSettings = Field(default_factory=SearchSettings, description="Search.")
+    llm: LLMSettings = Field(default_factory=LLMSettings, description="Answer writer.")
+    answer: AnswerSettings = Field(default_factory=AnswerSettings, description="Answers.")
+    ui: UISettings = Field(default_factory=UISettings, description="Chat page.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _EnvWithBackendName(settings_cls), file_secret_settings)
 
     def describe(self, *sections: str) -> str:
         """Help text listing the environment variables of the given sections."""
@@ -140,6 +249,8 @@ class Settings(BaseSettings):
             if isinstance(value, BaseModel):
                 for sub, info in type(value).model_fields.items():
                     env = f"RAG_{name}_{sub}".upper()
+                    if name == "llm" and sub == "backend":
+                        env = "RAG_LLM"
                     lines.append(f"  {env:<28} {info.description} [{getattr(value, sub)}]")
             else:
                 lines.append(f"  RAG_{name.upper():<24} {field.description} [{value}]")

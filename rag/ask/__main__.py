@@ -1,0 +1,3 @@
+from rag.cli import ask_main
+
+raise SystemExit(ask_main())

@@ -1,0 +1,337 @@
+"""Checks answer sentences against the abstracts they cite.
+
+The default verifier is deterministic alignment: the sentence is matched to its best source
+sentence by embedding similarity and content-word overlap, and must not bring numbers,
+coined names or a negation that its sources do not have. There is no NLI model on this
+machine; these checks catch the near-misses small models make (a changed number, a swapped
+method name, a claim from another paper, a flipped "not").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rag.corpus import Paper, fold
+
+# Calibrated with `python -m evals.verifier` on evals/verifier_calibration.jsonl.
+SUPPORT_THRESHOLD = 0.725
+EMBED_WEIGHT = 0.6
+OVERLAP_WEIGHT = 0.4
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(\[])")
+_CITATION = re.compile(r"\[\s*\d+(?:\s*[,;–-]\s*\d+)*\s*\]")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"[A-Za-z][A-Za-z\-]+")
+_NEGATIONS = {
+    "not",
+    "no",
+    "never",
+    "cannot",
+    "can't",
+    "without",
+    "fails",
+    "fail",
+    "failed",
+    "neither",
+    "nor",
+    "none",
+    "unable",
+    "doesn't",
+    "don't",
+    "isn't",
+    "aren't",
+    "worse",
+    "slower",
+    "hurts",
+    "degrades",
+    "lacks",
+}
+_STOP = set(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "of",
+        "in",
+        "on",
+        "for",
+        "to",
+        "with",
+        "by",
+        "from",
+        "as",
+        "at",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "its",
+        "their",
+        "they",
+        "them",
+        "we",
+        "our",
+        "us",
+        "which",
+        "what",
+        "who",
+        "how",
+        "when",
+        "where",
+        "why",
+        "can",
+        "could",
+        "may",
+        "might",
+        "will",
+        "would",
+        "should",
+        "do",
+        "does",
+        "did",
+        "has",
+        "have",
+        "had",
+        "not",
+        "no",
+        "also",
+        "both",
+        "such",
+        "than",
+        "then",
+        "there",
+        "here",
+        "into",
+        "onto",
+        "over",
+        "under",
+        "about",
+        "across",
+        "between",
+        "within",
+        "via",
+        "using",
+        "use",
+        "uses",
+        "used",
+        "based",
+        "paper",
+        "papers",
+        "work",
+        "method",
+        "methods",
+        "approach",
+        "model",
+        "models",
+        "propose",
+        "proposes",
+        "proposed",
+        "show",
+        "shows",
+        "shown",
+        "present",
+        "presents",
+        "introduce",
+        "introduces",
+        "study",
+        "studies",
+        "new",
+        "more",
+        "most",
+        "less",
+        "other",
+        "each",
+        "all",
+        "any",
+        "some",
+        "one",
+        "two",
+        "three",
+        "while",
+        "whereas",
+        "et",
+        "al",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    supported: bool
+    score: float
+    evidence: str  # the best-matching source sentence
+    source: int  # index into the sources given, -1 if none
+    reason: str = ""
+
+
+class Verifier(Protocol):
+    """Decides whether a sentence is supported by the given source papers."""
+
+    def check(self, sentence: str, sources: Sequence[Paper]) -> Verdict: ...
+
+
+def split_sentences(text: str) -> list[str]:
+    parts = _SENTENCE_END.split(" ".join(text.split()))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def strip_citations(text: str) -> str:
+    return " ".join(_CITATION.sub(" ", text).split()).replace(" .", ".")
+
+
+def numbers(text: str) -> set[str]:
+    """Numbers as written, normalised (1,000 and 1\\,000 -> 1000; 19.5× -> 19.5)."""
+    out = set()
+    text = re.sub(r"(?<=\d)(?:\\,|\{,\}|\\ |\u2009|\u202f)(?=\d{3})", "", text)
+    for raw in _NUMBER.findall(text):
+        value = raw.replace(",", "") if re.fullmatch(r"\d{1,3}(?:,\d{3})+", raw) else raw
+        out.add(value.rstrip(".").replace(",", "."))
+    return out
+
+
+def _stem(word: str) -> str:
+    w = word.lower()
+    for suffix in (
+        "ations",
+        "ation",
+        "ments",
+        "ment",
+        "ings",
+        "ing",
+        "ies",
+        "ied",
+        "es",
+        "ed",
+        "ly",
+        "s",
+    ):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
+            return w[: -len(suffix)]
+    return w
+
+
+def content_words(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(fold(text)) if w not in _STOP and len(w) > 2}
+
+
+def coined_tokens(text: str) -> set[str]:
+    """Parts of tokens that look like coined names (TimeSAE, I2P, GPT-4o, UnlearnCanvas).
+
+    All-capital short forms (VAE, SAEs, LLM) are left out: an answer may abbreviate what the
+    abstract spells out."""
+    out = set()
+    for tok in re.findall(r"[A-Za-z0-9]+", text):
+        if re.fullmatch(r"[A-Z]{2,5}s?", tok):
+            continue
+        mixed = any(c.isupper() for c in tok[1:]) and any(c.islower() for c in tok)
+        if mixed or (any(c.isdigit() for c in tok) and any(c.isalpha() for c in tok)):
+            out.add(tok.casefold())
+    return out
+
+
+class AlignmentVerifier:
+    """Deterministic alignment of a sentence to the best sentence of its cited abstracts."""
+
+    def __init__(self, embed_model: Any, threshold: float = SUPPORT_THRESHOLD) -> None:
+        self.embed_model = embed_model
+        self.threshold = threshold
+        self._cache: dict[str, list[float]] = {}
+
+    def _vectors(self, texts: list[str]) -> list[list[float]]:
+        need = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if need:
+            for text, vec in zip(
+                need, self.embed_model.get_text_embedding_batch(need), strict=True
+            ):
+                self._cache[text] = vec
+            if len(self._cache) > 20_000:  # bounded: long-running chat pages
+                self._cache.clear()
+        return [self._cache[t] for t in texts]
+
+    def check(self, sentence: str, sources: Sequence[Paper]) -> Verdict:
+        sentence = strip_citations(sentence)
+        claim = sentence
+        for p in sources:  # the paper's own name and authors are not claims to check
+            for name in (p.display_name, p.title, *p.authors):
+                if name:
+                    claim = claim.replace(name, "")
+        claim = claim.replace("et al.", "").strip(" ,;:")
+        if not claim or not sources:
+            return Verdict(False, 0.0, "", -1, "nothing to check")
+        source_sentences: list[tuple[int, str]] = [
+            (i, piece)
+            for i, p in enumerate(sources)
+            for s in split_sentences(p.abstract)
+            for piece in _pieces(s)
+        ]
+        if not source_sentences:
+            return Verdict(False, 0.0, "", -1, "the source has no text")
+        # Embedded with and without the paper's name: the source sentence may or may not
+        # name the paper too; the closer reading counts.
+        vecs = self._vectors([sentence, claim] + [s for _, s in source_sentences])
+        sims = [max(_dot(vecs[0], v), _dot(vecs[1], v)) for v in vecs[2:]]
+        best = max(range(len(sims)), key=lambda i: sims[i])
+        src_index, evidence = source_sentences[best]
+        # Overlap is against the whole cited abstract: a summary may join two of its sentences.
+        whole = " ".join(p.abstract for p in sources)
+        words = content_words(claim)
+        overlap = len(words & content_words(whole)) / len(words) if words else 0.0
+        score = EMBED_WEIGHT * sims[best] + OVERLAP_WEIGHT * overlap
+
+        missing_numbers = numbers(claim) - numbers(whole)
+        names = {p.display_name.casefold() for p in sources} | {
+            n.casefold() for p in sources for n in p.names
+        }
+        source_names = coined_tokens(whole) | names
+        missing_names = {t for t in coined_tokens(claim) if t not in source_names}
+        # Small models flip claims by adding a negation; one the evidence lacks is suspect.
+        added_negation = _negated(claim) - _negated(evidence)
+        reason = ""
+        if missing_numbers:
+            reason = f"numbers not in the source: {', '.join(sorted(missing_numbers))}"
+        elif missing_names:
+            reason = f"names not in the source: {', '.join(sorted(missing_names))}"
+        elif added_negation:
+            reason = f"negation not in the source: {', '.join(sorted(added_negation))}"
+        elif score < self.threshold:
+            reason = f"weak match to the source ({score:.2f} < {self.threshold:.2f})"
+        return Verdict(not reason, round(score, 4), evidence, src_index, reason)
+
+
+def _pieces(sentence: str) -> list[str]:
+    """A sentence and its longer clauses: an answer often restates one clause of a long
+    sentence, which the whole sentence's vector dilutes."""
+    clauses = [c.strip() for c in re.split(r"[,;:]\s+", sentence)]
+    return [sentence] + [c for c in clauses if len(c.split()) >= 6 and c != sentence]
+
+
+def _dot(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def _negated(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z']+", text.lower()) if w in _NEGATIONS}
+
+
+_VERIFIERS: dict[int, AlignmentVerifier] = {}
+
+
+def default_verifier(embed_model: Any) -> AlignmentVerifier:
+    """One verifier (and its sentence-vector cache) per embedding model."""
+    key = id(embed_model)
+    if key not in _VERIFIERS or _VERIFIERS[key].embed_model is not embed_model:
+        _VERIFIERS[key] = AlignmentVerifier(embed_model)
+    return _VERIFIERS[key]

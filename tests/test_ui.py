@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rag.settings import Settings, UISettings
+from ui.app import launch
+
+from .conftest import ARTIFACTS, free_port
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def page_url(seed_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import shutil
+
+    home = tmp_path_factory.mktemp("ui") / "home"
+    shutil.copytree(seed_home, home)
+    port = free_port()
+    settings = Settings(
+        home=home, ui=UISettings(port=port, concurrency=2, max_queue=8, max_upload_mb=1)
+    )
+    settings.llm = settings.llm.model_copy(update={"backend": "extractive"})
+    app = launch(settings, block=False)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+
+
+def client(url: str):
+    from gradio_client import Client
+
+    return Client(url, verbose=False)
+
+
+def last_text(history: list[dict]) -> str:
+    content = history[-1]["content"]
+    return content if isinstance(content, str) else " ".join(c.get("text", "") for c in content)
+
+
+def test_ask_streams_a_cited_answer_with_sources(page_url: str) -> None:
+    c = client(page_url)
+    job = c.submit(
+        "Which papers use sparse autoencoders?", [], "All tracks", "", "extractive", api_name="/ask"
+    )
+    history, sources, cleared = job.result(timeout=120)
+    assert len(job.outputs()) >= 2  # the question first, then the answer
+    text = last_text(history)
+    assert "[[1]](#src-1)" in text and "TimeSAE" in text
+    assert "id='src-1'" in sources and "<mark>" in sources and cleared == ""
+
+
+def test_follow_up_is_searched_within_the_previous_answer(page_url: str) -> None:
+    c = client(page_url)
+    c.predict(
+        "Which papers use sparse autoencoders?", [], "All tracks", "", "extractive", api_name="/ask"
+    )
+    history, sources, _ = c.predict(
+        "and which of those study diffusion models?",
+        [],
+        "All tracks",
+        "",
+        "extractive",
+        api_name="/ask",
+    )
+    text = last_text(history)
+    assert "searched:" in text and "SAEmnesia" in text
+    assert "Orak" not in sources  # nothing outside the earlier answer's papers
+
+
+def test_sessions_do_not_share_history(page_url: str) -> None:
+    a, b = client(page_url), client(page_url)
+    a.predict(
+        "Which papers use sparse autoencoders?", [], "All tracks", "", "extractive", api_name="/ask"
+    )
+    history, _, _ = b.predict(
+        "and which of those study diffusion models?",
+        [],
+        "All tracks",
+        "",
+        "extractive",
+        api_name="/ask",
+    )
+    assert "searched:" not in last_text(history)
+
+
+def test_upload_adds_papers_and_refuses_bad_files(page_url: str, tmp_path: Path) -> None:
+    from gradio_client import handle_file
+
+    good = tmp_path / "new.jsonl"
+    good.write_text(
+        json.dumps(
+            {
+                "id": "u1",
+                "title": "Moth Flight Dynamics",
+                "authors": ["Ada Moth"],
+                "track": "Applications · Biology",
+                "abstract": "We study how moths stabilise flight in turbulent "
+                "air using a new wind tunnel and high-speed cameras.",
+            }
+        )
+        + "\n"
+    )
+    bad = tmp_path / "notes.exe"
+    bad.write_bytes(b"MZ")
+    c = client(page_url)
+    report, counter, *_ = c.predict(
+        [handle_file(str(good)), handle_file(str(bad))], api_name="/upload"
+    )
+    assert "1 new" in report and "61" in counter
+    assert "refused" in report and "notes.exe" in report
+    history, _, _ = c.predict(
+        "How do moths stabilise flight?", [], "All tracks", "", "extractive", api_name="/ask"
+    )
+    assert "Moth Flight Dynamics" in last_text(history)
+
+
+def test_oversize_upload_is_refused_by_the_server(page_url: str) -> None:
+    import httpx
+
+    reply = httpx.post(
+        page_url + "gradio_api/upload",
+        files={"files": ("big.jsonl", b"x" * (2 * 1024 * 1024))},
+        timeout=30,
+    )
+    assert reply.status_code == 413
+
+
+def test_files_outside_the_app_are_refused(page_url: str) -> None:
+    for path in (
+        "gradio_api/file=/etc/passwd",
+        "gradio_api/file=../../../../etc/passwd",
+        "file=/etc/passwd",
+    ):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(page_url + path, timeout=10).read()
+        assert err.value.code in (403, 404), path
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed")
+def test_page_in_a_real_browser(page_url: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--no-first-run",
+            ],
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.goto(page_url, wait_until="load")
+        page.locator("#question textarea").wait_for(timeout=60_000)
+        page.get_by_text("How much faster is FS-DFM?").first.click()
+        page.wait_for_function(
+            "document.querySelector('#question textarea').value.includes('FS-DFM')",
+            timeout=20_000,
+        )
+        page.locator("#ask").click()
+        link = page.locator("#chat a[href='#src-1']").first
+        link.wait_for(timeout=60_000)
+        assert "128" in page.locator("#chat").inner_text()
+        link.click()
+        card = page.locator("details#src-1")
+        page.wait_for_function(
+            "document.querySelector('details#src-1').open === true", timeout=10_000
+        )
+        assert "FS-DFM" in card.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "chat.png"), full_page=True)
+        browser.close()
+    assert (ARTIFACTS / "chat.png").stat().st_size > 10_000

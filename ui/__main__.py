@@ -1,0 +1,3 @@
+from ui.app import launch
+
+launch()

@@ -1,0 +1,415 @@
+"""The chat page: streaming cited answers, source cards, follow-ups, filters, corpus, upload.
+
+`build_app(settings)` makes the Blocks; `launch(settings)` serves it on 127.0.0.1 with no
+share link, analytics off and no extra file paths exposed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from rag.answer import Answer, Answerer, clean_text
+from rag.chat import Conversation
+from rag.corpus import SUPPORTED_SUFFIXES
+from rag.index import PaperIndex
+from rag.retrieve import Retriever
+from rag.settings import Settings  # sets GRADIO_ANALYTICS_ENABLED=False before gradio loads
+from rag.verify import split_sentences
+
+EXAMPLES = [
+    "Which papers use sparse autoencoders?",
+    "What has Quentin Bouniot worked on here?",
+    "How much faster is FS-DFM?",
+]
+ALL_TRACKS = "All tracks"
+BUSY = "The page is busy answering other questions; please try again in a moment."
+
+CSS = """
+.source-card { border: 1px solid #ddd; border-radius: 6px; padding: 4px 10px; margin: 6px 0; }
+.source-card summary { cursor: pointer; font-weight: 600; }
+.source-card mark { background: #fff3a3; }
+.source-meta { color: #555; font-size: 0.9em; }
+.abstained { color: #7a4b00; }
+"""
+# Clicking a citation [n] in an answer opens and shows source card n.
+HEAD = """
+<script>
+document.addEventListener('click', function (event) {
+  const link = event.target.closest('a[href^="#src-"]');
+  if (!link) return;
+  event.preventDefault();
+  const card = document.getElementById(link.getAttribute('href').slice(1));
+  if (card) { card.open = true; card.scrollIntoView({behavior: 'smooth', block: 'center'}); }
+}, true);
+</script>
+"""
+
+
+class ChatService:
+    """What the page calls; one per app, shared by sessions (each has its Conversation)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.index = PaperIndex(settings)
+        self.retriever = Retriever(self.index)
+        self._answerers: dict[str, Answerer] = {}
+        self._lock = threading.Lock()
+        self.uploads = settings.home / "uploads"
+
+    def answerer(self, backend: str) -> Answerer:
+        with self._lock:
+            if backend not in self._answerers:
+                settings = self.settings.model_copy(deep=True)
+                settings.llm = settings.llm.model_copy(update={"backend": backend})
+                self._answerers[backend] = Answerer(self.retriever, settings)
+            return self._answerers[backend]
+
+    def paper_count(self) -> int:
+        self.retriever.load()
+        return len(self.retriever.papers)
+
+    def backend_status(self, backend: str) -> str:
+        llm = self.settings.llm
+        if backend == "extractive":
+            return "extractive: no LLM, answers are the sources' own sentences."
+        if backend == "openai":
+            where = llm.base_url or "(RAG_LLM_BASE_URL is not set)"
+            return f"openai-compatible endpoint {where}, model {llm.model or 'default'}"
+        model = Path(llm.model_path).name if llm.model_path else llm.local_model
+        loaded = backend in self._answerers and self._answerers[backend]._backend is not None
+        return f"local llama.cpp: {model} ({'loaded' if loaded else 'loads on first question'})"
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def answer_markdown(answer: Answer) -> str:
+    """The checked answer with clickable citations; unsupported sentences marked."""
+    if answer.abstained:
+        return f"ℹ️ **No answer in the indexed papers.** {_md(answer.text)}"
+    lines = []
+    listing = answer.mode in ("author", "track")
+    for s in answer.sentences:
+        cites = "".join(f"[[{n}]](#src-{n})" for n in s.citations)
+        text = _md(s.text)
+        if not s.supported:
+            text = f"⚠️ *{text}* (not supported by the cited abstract)"
+        lines.append(f"- {text} {cites}" if listing else f"{text} {cites}")
+    head = ""
+    if listing:
+        head = _md(answer.text.split("\n", 1)[0]) + "\n\n"
+    body = "\n".join(lines) if listing else " ".join(lines)
+    note = f"\n\n*{_md(answer.note)}*" if answer.note else ""
+    return head + body + note
+
+
+def _md(text: str) -> str:
+    """Plain text safe inside Markdown: no markup, links or HTML from sources survive."""
+    text = clean_text(text)
+    return re.sub(r"([\\`*_{}\[\]<>#|])", r"\\\1", text)
+
+
+def sources_html(answer: Answer | None) -> str:
+    if answer is None or not answer.sources:
+        return "<p class='source-meta'>Sources of the latest answer appear here.</p>"
+    support: dict[int, list[str]] = {}
+    for s in answer.sentences:
+        for n in s.citations:
+            if s.evidence:
+                support.setdefault(n, []).append(s.evidence)
+    cards = []
+    for src in answer.sources:
+        p = src.paper
+        abstract = _highlight(p.abstract, support.get(src.n, []))
+        track = f" · {html.escape(p.track)}" if p.track else ""
+        title = (
+            f"<div class='source-meta'>{html.escape(p.title)}</div>"
+            if p.title and (p.title != p.display_name)
+            else ""
+        )
+        cards.append(
+            f"<details class='source-card' id='src-{src.n}'>"
+            f"<summary>[{src.n}] {html.escape(p.display_name)}</summary>{title}"
+            f"<div class='source-meta'>{html.escape(p.authors_text)}{track}</div>"
+            f"<p>{abstract}</p></details>"
+        )
+    return "\n".join(cards)
+
+
+def _highlight(abstract: str, evidence: list[str]) -> str:
+    """The abstract, escaped, with the sentences that support the answer marked."""
+    wanted = {" ".join(clean_text(e).split()) for e in evidence}
+    out = []
+    for sentence in split_sentences(abstract):
+        text = html.escape(clean_text(sentence))
+        if " ".join(clean_text(sentence).split()) in wanted or any(
+            w and w in " ".join(clean_text(sentence).split()) for w in wanted
+        ):
+            text = f"<mark>{text}</mark>"
+        out.append(text)
+    return " ".join(out)
+
+
+# ---------------------------------------------------------------------------- the app
+
+
+def build_app(settings: Settings | None = None, service: ChatService | None = None) -> gr.Blocks:
+    settings = settings or Settings()
+    service = service or ChatService(settings)
+    try:
+        tracks = [ALL_TRACKS, *service.retriever.tracks]
+        count = service.paper_count()
+    except Exception as err:  # an unreachable store still gets a page that says so
+        tracks, count = [ALL_TRACKS], 0
+        startup_error = f"⚠️ The index could not be opened: {html.escape(str(err))}"
+    else:
+        startup_error = ""
+
+    with gr.Blocks(title="Ask the papers") as app:
+        conversation = gr.State(None)
+        last_answer = gr.State(None)
+        gr.Markdown(
+            "## Ask the papers\nAnswers cite the indexed abstracts; click [n] to see "
+            "the source." + (f"\n\n{startup_error}" if startup_error else "")
+        )
+        with gr.Row():
+            with gr.Column(scale=3):
+                with gr.Tab("Chat"):
+                    chatbot = gr.Chatbot(label="Answers", height=460, elem_id="chat")
+                    with gr.Row():
+                        question = gr.Textbox(
+                            placeholder="Ask about the papers…",
+                            show_label=False,
+                            scale=5,
+                            elem_id="question",
+                            max_lines=4,
+                        )
+                        send = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
+                    gr.Examples(EXAMPLES, inputs=question, label="Try")
+                    clear = gr.Button("New conversation", size="sm")
+                    sources = gr.HTML(sources_html(None), elem_id="sources")
+                with gr.Tab("Papers"):
+                    browse_filter = gr.Textbox(label="Filter (name, author, words)")
+                    browse_track = gr.Dropdown(tracks, value=ALL_TRACKS, label="Track")
+                    table = gr.Dataframe(
+                        headers=["id", "paper", "authors", "track"],
+                        interactive=False,
+                        wrap=True,
+                        elem_id="papers",
+                    )
+                    similar_title = gr.Markdown("Select a paper to see similar papers.")
+                    similar = gr.HTML()
+                with gr.Tab("Add papers"):
+                    gr.Markdown(
+                        f"Upload listings (.txt) or JSON Lines (.jsonl, .jsonl.gz), up to "
+                        f"{settings.ui.max_upload_mb:g} MB each. Papers already indexed stay."
+                    )
+                    # No file_types here: Gradio would reject the whole batch for one bad
+                    # file; check_uploads refuses each bad file and indexes the rest.
+                    files = gr.File(file_count="multiple", label="Files")
+                    add = gr.Button("Index these files")
+                    report = gr.Markdown()
+            with gr.Column(scale=1):
+                track = gr.Dropdown(tracks, value=ALL_TRACKS, label="Track filter")
+                author = gr.Textbox(label="Author filter", placeholder="e.g. Bouniot")
+                backend = gr.Radio(
+                    ["local", "openai", "extractive"],
+                    value=settings.llm.backend,
+                    label="Answer with",
+                )
+                status = gr.Markdown(service.backend_status(settings.llm.backend))
+                counter = gr.Markdown(f"**{count}** papers indexed")
+
+        def respond(
+            message: str,
+            history: list[dict[str, Any]],
+            conv: Conversation,
+            track_value: str,
+            author_value: str,
+            backend_value: str,
+        ) -> Iterator[tuple[Any, ...]]:
+            message = (message or "").strip()
+            conv = conv if conv is not None else Conversation()
+            if not message:
+                yield history, conv, gr.skip(), gr.skip(), ""
+                return
+            history = [
+                *history,
+                {"role": "user", "content": message},
+                {"role": "assistant", "content": "…"},
+            ]
+            yield history, conv, gr.skip(), gr.skip(), ""
+            answerer = service.answerer(backend_value)
+            streamed: list[str] = []
+            done = threading.Event()
+            result: dict[str, Any] = {}
+
+            def work() -> None:
+                try:
+                    result["answer"], result["standalone"] = conv.ask(
+                        answerer,
+                        message,
+                        track=None if track_value in (None, "", ALL_TRACKS) else track_value,
+                        author=author_value.strip() or None,
+                        on_token=streamed.append,
+                    )
+                except Exception as err:  # shown in the chat, never a dead page
+                    result["error"] = err
+                finally:
+                    done.set()
+
+            threading.Thread(target=work, daemon=True).start()
+            shown = 0
+            while not done.wait(0.15):
+                if len(streamed) != shown:
+                    shown = len(streamed)
+                    history[-1]["content"] = _md("".join(streamed)) + " ▌"
+                    yield history, conv, gr.skip(), gr.skip(), ""
+            if "error" in result:
+                history[-1]["content"] = f"⚠️ Something went wrong: {_md(str(result['error']))}"
+                yield history, conv, gr.skip(), gr.skip(), ""
+                return
+            answer = result["answer"]
+            text = answer_markdown(answer)
+            if result["standalone"] != message:
+                text = f"*(searched: {_md(result['standalone'])})*\n\n" + text
+            history[-1]["content"] = text
+            yield history, conv, answer, sources_html(answer), ""
+
+        inputs = [question, chatbot, conversation, track, author, backend]
+        outputs = [chatbot, conversation, last_answer, sources, question]
+        send.click(respond, inputs, outputs, api_name="ask")
+        question.submit(respond, inputs, outputs, api_visibility="private")
+        clear.click(
+            lambda: ([], None, None, sources_html(None)),
+            None,
+            [chatbot, conversation, last_answer, sources],
+            api_visibility="private",
+        )
+        backend.change(service.backend_status, backend, status, api_visibility="private")
+
+        def browse(text: str, track_value: str) -> list[list[str]]:
+            service.retriever.load()
+            want = (text or "").casefold().split()
+            rows = []
+            for p in sorted(
+                service.retriever.papers.values(), key=lambda p: p.display_name.casefold()
+            ):
+                if track_value not in (None, "", ALL_TRACKS) and p.track != track_value:
+                    continue
+                hay = f"{p.display_name} {p.title} {' '.join(p.authors)} {p.abstract}".casefold()
+                if all(w in hay for w in want):
+                    rows.append([p.id, p.display_name, p.authors_text, p.track])
+            return rows
+
+        def show_similar(rows: Any, evt: gr.SelectData) -> tuple[str, str]:
+            try:
+                paper_id = rows.iloc[evt.index[0], 0]
+            except Exception:
+                return "Select a paper to see similar papers.", ""
+            paper = service.retriever.papers.get(paper_id)
+            if paper is None:
+                return "That paper is no longer indexed.", ""
+            hits = service.index.dense_search(paper.abstract, k=6)
+            items = "".join(
+                f"<li><b>{html.escape(h.paper.display_name)}</b> — "
+                f"{html.escape(h.paper.authors_text)} ({h.score:.2f})</li>"
+                for h in hits
+                if h.paper.id != paper.id
+            )[:20000]
+            return f"Papers similar to **{_md(paper.display_name)}**:", f"<ol>{items}</ol>"
+
+        browse_filter.change(browse, [browse_filter, browse_track], table, api_visibility="private")
+        browse_track.change(browse, [browse_filter, browse_track], table, api_visibility="private")
+        table.select(show_similar, table, [similar_title, similar], api_visibility="private")
+        app.load(browse, [browse_filter, browse_track], table, api_visibility="private")
+
+        def upload(
+            paths: list[str] | None,
+            progress: gr.Progress = gr.Progress(),  # noqa: B008  (how Gradio injects progress)
+        ) -> tuple[str, str, Any, Any]:
+            if not paths:
+                return "Choose one or more files first.", gr.skip(), gr.skip(), gr.skip()
+            accepted, refused = check_uploads(paths, settings.ui.max_upload_mb, service.uploads)
+            lines = [f"- refused **{_md(name)}**: {_md(why)}" for name, why in refused]
+            if accepted:
+                progress(0, desc="embedding")
+                summary = service.index.ingest(
+                    accepted,
+                    progress=False,
+                    on_progress=lambda done, total: progress(
+                        done / max(total, 1), desc="embedding"
+                    ),
+                )
+                service.retriever.reload()
+                lines.insert(
+                    0,
+                    f"Indexed: {summary.new} new, {summary.changed} changed, "
+                    f"{summary.unchanged} unchanged papers; "
+                    f"{summary.total_papers} papers in the index.",
+                )
+                lines += [f"- skipped `{_md(p)}`" for p in summary.problems]
+            new_tracks = [ALL_TRACKS, *service.retriever.tracks]
+            return (
+                "\n".join(lines),
+                f"**{service.paper_count()}** papers indexed",
+                gr.update(choices=new_tracks),
+                gr.update(choices=new_tracks),
+            )
+
+        add.click(upload, files, [report, counter, track, browse_track], api_name="upload")
+    app.queue(default_concurrency_limit=settings.ui.concurrency, max_size=settings.ui.max_queue)
+    return app
+
+
+def check_uploads(
+    paths: list[str], max_mb: float, store: Path
+) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Uploads that pass the allow-list and size cap, copied under RAG_HOME/uploads."""
+    accepted, refused = [], []
+    store.mkdir(parents=True, exist_ok=True)
+    for raw in paths:
+        path = Path(raw)
+        name = path.name
+        if not name.lower().endswith(SUPPORTED_SUFFIXES):
+            refused.append((name, "not a .txt, .jsonl or .jsonl.gz file"))
+            continue
+        size = path.stat().st_size
+        if size > max_mb * 1024 * 1024:
+            refused.append((name, f"{size / 1e6:.1f} MB is over the {max_mb:g} MB limit"))
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[-80:]
+        target = store / f"{digest}-{safe}"
+        shutil.copyfile(path, target)
+        accepted.append(target)
+    return accepted, refused
+
+
+def launch(settings: Settings | None = None, block: bool = True) -> gr.Blocks:
+    """Serve the page: loopback only, never a share link, no extra readable paths."""
+    settings = settings or Settings()
+    app = build_app(settings)
+    app.launch(
+        server_name=settings.ui.host,
+        server_port=settings.ui.port,
+        share=False,
+        allowed_paths=[],
+        max_file_size=f"{settings.ui.max_upload_mb:g}mb",
+        show_error=False,
+        css=CSS,
+        head=HEAD,
+        footer_links=[],
+        prevent_thread_lock=not block,
+        quiet=not block,
+    )
+    return app
