@@ -174,6 +174,41 @@ _STOP = set(
         "s",
     ]
 )
+# Words every abstract uses; a follow-up's filter needs words that tell papers apart.
+_GENERIC = set(
+    [
+        "study",
+        "studies",
+        "studied",
+        "use",
+        "uses",
+        "used",
+        "using",
+        "model",
+        "models",
+        "method",
+        "methods",
+        "approach",
+        "paper",
+        "papers",
+        "work",
+        "learning",
+        "data",
+        "based",
+        "results",
+        "show",
+        "propose",
+        "proposed",
+        "new",
+        "task",
+        "tasks",
+        "problem",
+        "performance",
+        "training",
+        "network",
+        "networks",
+    ]
+)
 _AUTHOR_CUES = re.compile(
     r"\b(?:by|authors?|authored|co-?authors?|co-?authored|wrote|written|publish(?:ed)?|"
     r"worked|work by|surname|papers of)\b"
@@ -414,9 +449,14 @@ class Retriever:
             if not words:
                 return Retrieval(query, self._listing(within), False, "", "filtered")
             found = self._topical(query, len(within), within, "hybrid", [], [])
-            # Every earlier paper ranks somewhere densely; only those that share the
-            # follow-up's terms (or are named by it) answer "which of those ...".
-            found.hits = [h for h in found.hits if {"bm25", "name"} & set(h.matched)][:k]
+            # Every earlier paper ranks somewhere; only those whose text has the follow-up's
+            # topical words (or that it names) answer "which of those ...".
+            terms = [w for w in words if w not in _GENERIC and len(w) > 3]
+            found.hits = [
+                h
+                for h in found.hits
+                if "name" in h.matched or (terms and _mentions(h.paper, terms))
+            ][:k]
             if not found.hits:
                 return Retrieval(
                     query, [], True, f"none of the earlier papers mention {query!r}", "filtered"
@@ -636,6 +676,13 @@ def relevance(dense: list[Ranked], sparse: list[Ranked]) -> float:
     gap = top - sum(rest) / len(rest) if rest else 0.0
     bm25 = min(sparse[0][1], BM25_CAP) if sparse else 0.0
     return top + GAP_WEIGHT * gap + BM25_WEIGHT * bm25
+
+
+def _mentions(paper: Paper, terms: list[str]) -> bool:
+    """Whether the paper's title or abstract has any of the terms (plural/singular alike)."""
+    text = set(_tokens(f"{paper.title} {paper.abstract}"))
+    stems = {t.rstrip("s") for t in text}
+    return any(t in text or t.rstrip("s") in stems for t in terms)
 
 
 def _best_per_paper(rows: Iterable[Ranked]) -> list[Ranked]:

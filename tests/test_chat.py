@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from rag.answer import Answerer
+from rag.chat import Conversation
+from rag.index import PaperIndex
+from rag.retrieve import Retriever
+from rag.settings import Settings
+
+from .test_answer import ScriptedBackend
+
+
+def extractive(settings: Settings) -> Answerer:
+    settings = settings.model_copy(deep=True)
+    settings.llm = settings.llm.model_copy(update={"backend": "extractive"})
+    return Answerer(Retriever(PaperIndex(settings)), settings)
+
+
+def test_of_those_searches_the_previous_papers(seed_settings: Settings) -> None:
+    a = extractive(seed_settings)
+    conv = Conversation()
+    first, _ = conv.ask(a, "Which papers use sparse autoencoders?")
+    earlier = {s.paper.id for s in first.sources}
+    second, standalone = conv.ask(a, "and which of those study diffusion models?")
+    assert standalone == "study diffusion models"
+    assert second.sources and {s.paper.id for s in second.sources} <= earlier
+    assert [s.paper.display_name for s in second.sources] == ["SAEmnesia"]
+
+
+def test_it_names_the_paper_of_the_previous_answer(seed_settings: Settings) -> None:
+    a = extractive(seed_settings)
+    conv = Conversation()
+    conv.ask(a, "how much faster is FS-DFM?")
+    answer, standalone = conv.ask(a, "how many sampling steps does it use?")
+    assert "FS-DFM" in standalone and answer.sources[0].paper.display_name == "FS-DFM"
+
+
+def test_llm_backend_condenses_follow_ups(seed_settings: Settings) -> None:
+    backend = ScriptedBackend("What benchmark does SOTAlign evaluate on?")
+    a = Answerer(Retriever(PaperIndex(seed_settings)), seed_settings, backend=backend)
+    conv = Conversation()
+    conv.ask(a, "What is SOTAlign?")
+    _, standalone = conv.ask(a, "and what does it evaluate on?")
+    assert standalone == "What benchmark does SOTAlign evaluate on?"
+    assert "<Follow Up Message>" in backend.prompts[1]
+    # A first question, or one that is not a follow-up, costs no rewrite call.
+    calls = len(backend.prompts)
+    conv.ask(a, "Which papers study watermarking?")
+    assert len(backend.prompts) == calls + 1  # the answer only
