@@ -38,6 +38,10 @@ BM25_CAP = 12.0
 ABSTAIN_BELOW = 0.72
 
 _WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
+_CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
+_WHAT_IS = re.compile(
+    r"\b(?i:what|how)\s+(?i:is|are|does|do|did|was)\s+(?i:the\s+|an?\s+)?([A-Z][\w\-]*[\w])"
+)
 _STOP = set(
     [
         "a",
@@ -297,6 +301,7 @@ class Retriever:
         self._track_parts: list[tuple[str, list[list[str]]]] = []
         self._names: dict[str, list[str]] = {}  # folded coined name / short title -> ids
         self._tracks: dict[str, list[str]] = {}  # track -> paper ids
+        self._capitalised: dict[str, set[str]] = {}  # "Stochastax", "IPVRM" -> paper ids
         self._bm25: Any = None
         self._vector_index: Any = None
 
@@ -308,6 +313,7 @@ class Retriever:
             self._loaded = False
             self.papers, self._aliases, self._authors = {}, {}, {}
             self._surnames, self._author_tokens, self._names = {}, {}, {}
+            self._capitalised = {}
             self._tracks, self._track_parts = {}, []
             self._bm25 = None
 
@@ -329,6 +335,8 @@ class Retriever:
                 self._tracks.setdefault(p.track, []).append(p.id)
                 for name in set(self._names_of(p)):
                     self._names.setdefault(name, []).append(p.id)
+                for tok in set(_CAPITALISED.findall(f"{p.title} {p.abstract}")):
+                    self._capitalised.setdefault(tok, set()).add(p.id)
             for track in self._tracks:
                 if track:
                     area, _, sub = track.partition(" · ")
@@ -610,8 +618,13 @@ class Retriever:
 
     def _named(self, query: str, allowed: set[str] | None) -> list[str]:
         found: list[str] = []
+        subject = _WHAT_IS.search(query)
         for raw in re.findall(r"[\w][\w\-]*[\w]|\w", query):
             ids = self._names.get(fold(raw), [])
+            if not ids and subject and raw == subject.group(1):
+                # "What is Stochastax?": a capitalised name few papers use is what they
+                # share, even if no abstract says "we propose" it.
+                ids = sorted(self._capitalised.get(raw, ()))
             if len(ids) > MAX_NAME_SHARERS:
                 continue  # a name many papers coin ("LLM-X") identifies none of them
             for pid in ids:
