@@ -8,7 +8,7 @@ export ANONYMIZED_TELEMETRY := False
 export GRADIO_ANALYTICS_ENABLED := False
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup ingest run test lint typecheck clean
+.PHONY: setup ingest run test lint typecheck evals-check clean
 
 setup: $(STAMP)
 
@@ -40,7 +40,15 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-test: lint typecheck
+# The evals gate: the quick suite with no LLM and with the small local model, each failing on
+# a regression below the thresholds in evals/suite.py. pytest runs last, so its summary line
+# closes the output.
+evals-check: setup
+	$(BIN)/python -m evals --quick --llm extractive --check
+	RAG_LLM_LOCAL_MODEL=qwen2.5-coder-0.5b $(BIN)/python -m evals --quick --llm local --check \
+		--no-baseline
+
+test: lint typecheck evals-check
 	$(BIN)/python -m pytest
 
 clean:

@@ -1,0 +1,3 @@
+from evals.suite import main
+
+raise SystemExit(main())

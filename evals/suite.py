@@ -1,0 +1,451 @@
+"""The evals suite: retrieval, grounding, abstention, correctness and latency in one run,
+next to LlamaIndex's plain CitationQueryEngine on the same LLM.
+
+    python -m evals [--llm BACKEND] [--corpus PATH ...] [--quick] [--check]
+
+Writes evals/reports/<date>-<backend>.md, the same numbers as .json, and two PNG plots.
+Grounding is scored ALCE-style with the verifier of rag.verify: citation recall is the share
+of answer sentences that their citations support; citation precision the share of citations
+that support their sentence on their own or are needed for it to be supported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evals.retrieval import load_questions
+from evals.verifier import evaluate as evaluate_verifier
+from evals.verifier import load_pairs
+from rag.answer import Answerer, normalise_citations, parse_citations
+from rag.corpus import Paper
+from rag.index import PaperIndex
+from rag.retrieve import Retriever
+from rag.settings import PROJECT_ROOT, Settings, fingerprint
+from rag.verify import Verifier, split_sentences, strip_citations
+
+REPORTS = Path(__file__).with_name("reports")
+K = 5
+QUICK_PER_TYPE = 3
+# `--check` fails the run below these (what `make test` guards against regressions).
+THRESHOLDS = {
+    "ours.citation_validity": 1.0,
+    "ours.answers_with_citation": 0.9,
+    "ours.citation_recall": 0.8,
+    "ours.no_answer_abstained": 0.3,
+    "ours.answerable_wrongly_abstained_max": 0.15,
+    "retrieval.recall@5": 0.85,
+}
+
+
+# ---------------------------------------------------------------------------- scoring
+
+
+def retrieval_scores(ranked: list[str], gold: set[str]) -> dict[str, float]:
+    if not gold:
+        return {}
+    top = ranked[:K]
+    dcg = sum(1 / math.log2(i + 2) for i, pid in enumerate(top) if pid in gold)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(gold), K)))
+    rank = next((i for i, pid in enumerate(ranked, start=1) if pid in gold), None)
+    return {
+        "recall@5": len(gold & set(top)) / min(len(gold), K),
+        "mrr": 1 / rank if rank else 0.0,
+        "ndcg@5": dcg / ideal if ideal else 0.0,
+    }
+
+
+def grounding(
+    sentences: list[tuple[str, list[int]]], sources: dict[int, Paper], verifier: Verifier
+) -> dict[str, Any]:
+    """ALCE-style citation recall and precision of (sentence, cited source numbers) pairs."""
+    n_cites = valid = precise = supported = 0
+    for text, cites in sentences:
+        good = [n for n in cites if n in sources]
+        n_cites += len(cites)
+        valid += len(good)
+        if not good:
+            continue
+        whole = verifier.check(text, [sources[n] for n in good]).supported
+        supported += whole
+        for n in good:
+            alone = verifier.check(text, [sources[n]]).supported
+            rest = [sources[m] for m in good if m != n]
+            needed = whole and not (rest and verifier.check(text, rest).supported)
+            precise += alone or needed
+    return {
+        "sentences": len(sentences),
+        "supported": supported,
+        "citations": n_cites,
+        "valid": valid,
+        "precise": precise,
+    }
+
+
+def correct(expected: list[str], text: str) -> bool | None:
+    if not expected:
+        return None
+    flat = text.replace("\\,", ",").lower()
+    return all(e.lower() in flat or e.replace(",", "").lower() in flat for e in expected)
+
+
+# ---------------------------------------------------------------------------- systems
+
+
+def run_ours(
+    answerer: Answerer, q: dict[str, Any], gold: set[str], verifier: Verifier
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    answer = answerer.ask(q["question"])
+    total = (time.perf_counter() - started) * 1000
+    sources = {s.n: s.paper for s in answer.sources}
+    row = {
+        "abstained": answer.abstained,
+        "answer": answer.text,
+        "fallback": bool(answer.note),
+        "retrieve_ms": answer.timings.get("retrieve_ms"),
+        "first_token_ms": answer.timings.get("first_token_ms"),
+        "total_ms": total,
+        "cited_gold": any(
+            sources[n].id in gold for s in answer.sentences for n in s.citations if n in sources
+        ),
+    }
+    pairs = [(s.text, s.citations) for s in answer.sentences]
+    row |= {"grounding": grounding(pairs, sources, verifier) if not answer.abstained else None}
+    row["correct"] = correct(q.get("expected") or [], answer.text)
+    return row
+
+
+class Baseline:
+    """LlamaIndex's CitationQueryEngine: plain dense top-5, the same LLM, its own prompt."""
+
+    def __init__(self, index: PaperIndex, llm: Any, papers: dict[str, Paper]) -> None:
+        from llama_index.core import VectorStoreIndex
+        from llama_index.core.query_engine import CitationQueryEngine
+        from llama_index.vector_stores.chroma import ChromaVectorStore
+
+        vector = VectorStoreIndex.from_vector_store(
+            ChromaVectorStore(chroma_collection=index.collection), embed_model=index.embed_model
+        )
+        self.engine = CitationQueryEngine.from_args(vector, llm=llm, similarity_top_k=K)
+        self.papers = papers
+
+    def run(self, q: dict[str, Any], gold: set[str], verifier: Verifier) -> dict[str, Any]:
+        started = time.perf_counter()
+        response = self.engine.query(q["question"])
+        total = (time.perf_counter() - started) * 1000
+        text = str(response.response or "")
+        sources: dict[int, Paper] = {}
+        for i, node in enumerate(response.source_nodes, start=1):
+            pid = str(node.node.metadata.get("paper_id", ""))
+            if pid in self.papers:
+                sources[i] = self.papers[pid]
+        pairs = [
+            (strip_citations(s), parse_citations(s))
+            for s in split_sentences(normalise_citations(text))
+        ]
+        refused = not text.strip() or "none of the sources" in text.lower()
+        return {
+            "abstained": refused,
+            "answer": text,
+            "total_ms": total,
+            "cited_gold": any(sources[n].id in gold for _, c in pairs for n in c if n in sources),
+            "grounding": grounding(pairs, sources, verifier) if not refused else None,
+            "correct": correct(q.get("expected") or [], text),
+        }
+
+
+# ---------------------------------------------------------------------------- summary
+
+
+def _pct(values: Sequence[float | None]) -> dict[str, float]:
+    clean = sorted(v for v in values if v is not None)
+    if not clean:
+        return {}
+    return {
+        "p50": round(statistics.median(clean)),
+        "p95": round(clean[min(len(clean) - 1, int(0.95 * len(clean)))]),
+    }
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    answered = [r for r in rows if not r["abstained"] and r["grounding"]]
+    g = defaultdict(int)
+    for r in answered:
+        for key, value in r["grounding"].items():
+            g[key] += value
+    unanswerable = [r for r in rows if not r["answerable"]]
+    answerable = [r for r in rows if r["answerable"]]
+    checks = [r["correct"] for r in rows if r["correct"] is not None and r["answerable"]]
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 4) if b else None
+
+    return {
+        "questions": len(rows),
+        "citation_validity": ratio(g["valid"], g["citations"]),
+        "citation_recall": ratio(g["supported"], g["sentences"]),
+        "citation_precision": ratio(g["precise"], g["valid"]),
+        "answers_with_citation": ratio(
+            sum(1 for r in answered if r["grounding"]["citations"]), len(answered)
+        ),
+        "answers_citing_gold": ratio(
+            sum(r["cited_gold"] for r in answered if r["answerable"]),
+            sum(1 for r in answered if r["answerable"]),
+        ),
+        "no_answer_abstained": ratio(sum(r["abstained"] for r in unanswerable), len(unanswerable)),
+        "answerable_wrongly_abstained": ratio(
+            sum(r["abstained"] for r in answerable), len(answerable)
+        ),
+        "correct": ratio(sum(checks), len(checks)),
+        "latency_ms": {
+            "retrieve": _pct([r.get("retrieve_ms") for r in rows]),
+            "first_token": _pct([r.get("first_token_ms") for r in rows]),
+            "total": _pct([r["total_ms"] for r in rows]),
+        },
+    }
+
+
+def by_type(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[r["type"]].append(r)
+    return {t: summarise(rs) for t, rs in sorted(groups.items())}
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def write_report(result: dict[str, Any], out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{result['date']}-{result['backend']}{'-quick' if result['quick'] else ''}"
+    (out_dir / f"{stem}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    plots = _plots(result, out_dir, stem)
+    ours, base = result["ours"], result.get("baseline")
+    keys = [
+        "citation_validity",
+        "citation_recall",
+        "citation_precision",
+        "answers_with_citation",
+        "answers_citing_gold",
+        "no_answer_abstained",
+        "answerable_wrongly_abstained",
+        "correct",
+    ]
+    lines = [
+        f"# Evals {result['date']} — {result['backend']} ({result['model']})",
+        "",
+        f"`{result['command']}` on {result['papers']} papers, {result['questions']} questions.",
+        "",
+        "| metric | ours | CitationQueryEngine (dense top-5, same LLM) |",
+        "|---|---|---|",
+    ]
+    for key in keys:
+        b = base["summary"].get(key) if base else None
+        lines.append(f"| {key} | {_fmt(ours['summary'].get(key))} | {_fmt(b)} |")
+    for part in ("retrieve", "first_token", "total"):
+        o = ours["summary"]["latency_ms"].get(part, {})
+        b = base["summary"]["latency_ms"].get(part, {}) if base else {}
+        lines.append(f"| {part} ms p50 / p95 | {_lat(o)} | {_lat(b)} |")
+    r = result["retrieval"]
+    lines += [
+        "",
+        "Retrieval (hybrid): " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()),
+        "",
+        "Verifier on its calibration set: "
+        f"precision {result['verifier']['precision']:.2f}, "
+        f"recall {result['verifier']['recall']:.2f}, "
+        f"accuracy {result['verifier']['accuracy']:.2f} "
+        f"({result['verifier']['pairs']} pairs)",
+        "",
+        "| type | n | recall@5 | citation recall | abstained | correct |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t, s in result["ours"]["by_type"].items():
+        lines.append(
+            f"| {t} | {s['questions']} | {_fmt(result['retrieval_by_type'].get(t))} | "
+            f"{_fmt(s['citation_recall'])} | {_fmt(_abst(s))} | {_fmt(s['correct'])} |"
+        )
+    lines += ["", *[f"![{p.stem}]({p.name})" for p in plots]]
+    path = out_dir / f"{stem}.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _abst(s: dict[str, Any]) -> float | None:
+    return (
+        s["no_answer_abstained"]
+        if s["no_answer_abstained"] is not None
+        else s["answerable_wrongly_abstained"]
+    )
+
+
+def _fmt(v: Any) -> str:
+    return "–" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def _lat(d: dict[str, float]) -> str:
+    return f"{d['p50']:.0f} / {d['p95']:.0f}" if d else "–"
+
+
+def _plots(result: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    types = list(result["ours"]["by_type"])
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.4
+    for i, (name, key) in enumerate([("retrieval recall@5", None), ("citation recall", "c")]):
+        values = [
+            (
+                result["retrieval_by_type"].get(t)
+                if key is None
+                else result["ours"]["by_type"][t]["citation_recall"]
+            )
+            or 0.0
+            for t in types
+        ]
+        ax.bar([x + i * width for x in range(len(types))], values, width, label=name)
+    ax.set_xticks([x + width / 2 for x in range(len(types))], types, rotation=20)
+    ax.set_ylim(0, 1.05)
+    ax.legend()
+    ax.set_title("Scores per question type")
+    fig.tight_layout()
+    scores = out_dir / f"{stem}-types.png"
+    fig.savefig(scores, dpi=90)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    totals = [r["total_ms"] / 1000 for r in result["ours"]["rows"]]
+    ax.hist(totals, bins=20, label="ours")
+    if result.get("baseline"):
+        ax.hist(
+            [r["total_ms"] / 1000 for r in result["baseline"]["rows"]],
+            bins=20,
+            alpha=0.6,
+            label="CitationQueryEngine",
+        )
+    ax.set_xlabel("seconds per answer")
+    ax.legend()
+    ax.set_title("Latency distribution")
+    fig.tight_layout()
+    latency = out_dir / f"{stem}-latency.png"
+    fig.savefig(latency, dpi=90)
+    plt.close(fig)
+    return [scores, latency]
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def check(result: dict[str, Any]) -> list[str]:
+    failures = []
+    ours = result["ours"]["summary"]
+    for key, floor in THRESHOLDS.items():
+        part, name = key.split(".", 1)
+        if name.endswith("_max"):
+            value = ours.get(name.removesuffix("_max"))
+            if value is not None and value > floor:
+                failures.append(f"{name.removesuffix('_max')} {value} > {floor}")
+            continue
+        value = result["retrieval"].get(name) if part == "retrieval" else ours.get(name)
+        if value is not None and value < floor:
+            failures.append(f"{name} {value} < {floor}")
+    return failures
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals")
+    parser.add_argument("--llm", choices=["local", "openai", "extractive"], default=None)
+    parser.add_argument("--corpus", nargs="+", type=Path, default=[PROJECT_ROOT / "corpus"])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_PER_TYPE} per type")
+    parser.add_argument("--check", action="store_true", help="exit 1 below the thresholds")
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--out", type=Path, default=REPORTS)
+    args = parser.parse_args(argv)
+    from tqdm import tqdm
+
+    settings = Settings()
+    if args.llm:
+        settings.llm = settings.llm.model_copy(update={"backend": args.llm})
+    corpus = [p.resolve() for p in args.corpus]
+    home = PROJECT_ROOT / ".rag" / f"evals-{fingerprint([str(p) for p in corpus])}"
+    settings = settings.model_copy(update={"home": home})
+    index = PaperIndex(settings)
+    index.ingest(corpus, progress=sys.stderr.isatty())
+    retriever = Retriever(index)
+    retriever.load()
+    answerer = Answerer(retriever, settings)
+    verifier = answerer.verifier
+    questions = load_questions()
+    if args.quick:
+        seen: dict[str, int] = defaultdict(int)
+        questions = [
+            q
+            for q in questions
+            if (seen.__setitem__(q["type"], seen[q["type"]] + 1) or True)
+            and seen[q["type"]] <= QUICK_PER_TYPE
+        ]
+    backend = answerer.backend() if settings.llm.backend != "extractive" else None
+    baseline = None
+    if backend is not None and not args.no_baseline:
+        baseline = Baseline(index, backend.llm, retriever.papers)  # type: ignore[attr-defined]
+
+    ours_rows, base_rows, ret_rows = [], [], []
+    for q in tqdm(questions, desc="questions", file=sys.stderr, disable=None):
+        gold = {retriever.resolve(g) for g in q["gold"]}
+        hits = retriever.retrieve(q["question"], k=K)
+        ret_rows.append(
+            {"type": q["type"], **retrieval_scores([h.paper.id for h in hits.hits], gold)}
+        )
+        meta = {"id": q["id"], "type": q["type"], "answerable": q["answerable"]}
+        ours_rows.append(meta | run_ours(answerer, q, gold, verifier))
+        if baseline is not None:
+            base_rows.append(meta | baseline.run(q, gold, verifier))
+
+    def mean(rows: list[dict[str, Any]], key: str) -> float:
+        values = [r[key] for r in rows if key in r]
+        return round(statistics.fmean(values), 4) if values else float("nan")
+
+    retrieval = {k: mean(ret_rows, k) for k in ("recall@5", "mrr", "ndcg@5")}
+    retrieval_by_type = {
+        t: mean([r for r in ret_rows if r["type"] == t], "recall@5")
+        for t in {r["type"] for r in ret_rows}
+    }
+    retrieval_by_type = {t: v for t, v in retrieval_by_type.items() if not math.isnan(v)}
+    verifier_result = evaluate_verifier(verifier, load_pairs())  # type: ignore[arg-type]
+    verifier_result.pop("mistakes")
+    result = {
+        "date": dt.date.today().isoformat(),
+        "command": "python -m evals " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "backend": settings.llm.backend,
+        "model": backend.model if backend is not None else "none",
+        "quick": args.quick,
+        "papers": len(retriever.papers),
+        "questions": len(questions),
+        "retrieval": retrieval,
+        "retrieval_by_type": retrieval_by_type,
+        "verifier": verifier_result,
+        "ours": {"summary": summarise(ours_rows), "by_type": by_type(ours_rows), "rows": ours_rows},
+        "baseline": {"summary": summarise(base_rows), "rows": base_rows} if base_rows else None,
+    }
+    report = write_report(result, args.out)
+    print(report.read_text().split("\n![")[0])
+    print(f"report: {report}")
+    if args.check:
+        failures = check(result)
+        for f in failures:
+            print(f"REGRESSION: {f}", file=sys.stderr)
+        return 1 if failures else 0
+    return 0

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evals.suite import check, grounding, retrieval_scores
+from rag.corpus import read_papers
+from rag.embed import load_embedding
+from rag.settings import Settings
+from rag.verify import AlignmentVerifier
+
+from .conftest import CORPUS
+
+
+def test_retrieval_scores() -> None:
+    s = retrieval_scores(["a", "x", "b"], {"a", "b"})
+    assert s["recall@5"] == 1.0 and s["mrr"] == 1.0
+    assert s["ndcg@5"] == pytest.approx((1 + 1 / 2) / (1 + 1 / 1.5849625), rel=1e-3)
+    assert retrieval_scores(["x"], {"a"})["recall@5"] == 0.0
+
+
+def test_grounding_counts_alce_style() -> None:
+    papers = {p.display_name: p for p in read_papers([CORPUS]).papers}
+    verifier = AlignmentVerifier(load_embedding(Settings().embed))
+    sources = {1: papers["FS-DFM"], 2: papers["Orak"]}
+    good = (
+        "FS-DFM with 8 sampling steps delivers up to 128× faster sampling than a "
+        "1,024-step discrete-flow baseline."
+    )
+    g = grounding(
+        [(good, [1, 2]), ("FS-DFM runs on 9000 TPUs.", [1]), (good, [7])], sources, verifier
+    )
+    assert g == {"sentences": 3, "supported": 1, "citations": 4, "valid": 3, "precise": 1}
+
+
+def test_check_flags_regressions(tmp_path: Path) -> None:
+    result = {
+        "retrieval": {"recall@5": 0.5},
+        "ours": {
+            "summary": {
+                "citation_validity": 0.9,
+                "answers_with_citation": 1.0,
+                "citation_recall": 0.95,
+                "no_answer_abstained": 0.5,
+                "answerable_wrongly_abstained": 0.4,
+            }
+        },
+    }
+    failures = check(result)
+    assert any("citation_validity" in f for f in failures)
+    assert any("recall@5" in f for f in failures)
+    assert any("answerable_wrongly_abstained" in f for f in failures)
