@@ -141,7 +141,7 @@ class Baseline:
 
     def run(self, q: dict[str, Any], gold: set[str], verifier: Verifier) -> dict[str, Any]:
         started = time.perf_counter()
-        response = self.engine.query(q["question"])
+        response: Any = self.engine.query(q["question"])
         total = (time.perf_counter() - started) * 1000
         text = str(response.response or "")
         sources: dict[int, Paper] = {}
@@ -179,7 +179,7 @@ def _pct(values: Sequence[float | None]) -> dict[str, float]:
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     answered = [r for r in rows if not r["abstained"] and r["grounding"]]
-    g = defaultdict(int)
+    g: defaultdict[str, int] = defaultdict(int)
     for r in answered:
         for key, value in r["grounding"].items():
             g[key] += value
@@ -391,12 +391,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     questions = load_questions()
     if args.quick:
         seen: dict[str, int] = defaultdict(int)
-        questions = [
-            q
-            for q in questions
-            if (seen.__setitem__(q["type"], seen[q["type"]] + 1) or True)
-            and seen[q["type"]] <= QUICK_PER_TYPE
-        ]
+        picked = []
+        for q in questions:
+            seen[q["type"]] += 1
+            if seen[q["type"]] <= QUICK_PER_TYPE:
+                picked.append(q)
+        questions = picked
     backend = answerer.backend() if settings.llm.backend != "extractive" else None
     baseline = None
     if backend is not None and not args.no_baseline:
