@@ -7,10 +7,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from rag.settings import Settings
+
+if TYPE_CHECKING:
+    from rag.index import PaperIndex
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -30,6 +34,18 @@ def _epilog(*sections: str) -> str:
     except ValidationError:
         text = "  (the current environment has an invalid RAG_* setting)"
     return "settings (environment variables):\n" + text
+
+
+def _empty(index: PaperIndex) -> bool:
+    """An empty index is a usage error that says how to fill it."""
+    if index.count_chunks():
+        return False
+    print(
+        f"error: the index {index.name} in {index.settings.home} is empty; "
+        "fill it with `python -m rag.ingest [PATH ...]` (or `make ingest`)",
+        file=sys.stderr,
+    )
+    return True
 
 
 def ingest_main(argv: Sequence[str] | None = None) -> int:
@@ -108,12 +124,7 @@ def search_main(argv: Sequence[str] | None = None) -> int:
 
     try:
         index = PaperIndex(settings)
-        if index.count_chunks() == 0:
-            print(
-                f"error: the index {index.name} in {settings.home} is empty; "
-                "fill it with `python -m rag.ingest [PATH ...]` (or `make ingest`)",
-                file=sys.stderr,
-            )
+        if _empty(index):
             return EXIT_USAGE
         result = Retriever(index).retrieve(
             args.query, k=k, author=args.author, track=args.track, mode=args.mode
@@ -173,12 +184,7 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
     stream = not args.json and sys.stdout.isatty()
     try:
         index = PaperIndex(settings)
-        if index.count_chunks() == 0:
-            print(
-                f"error: the index {index.name} in {settings.home} is empty; "
-                "fill it with `python -m rag.ingest [PATH ...]` (or `make ingest`)",
-                file=sys.stderr,
-            )
+        if _empty(index):
             return EXIT_USAGE
         answerer = Answerer(Retriever(index), settings)
 

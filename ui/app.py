@@ -31,7 +31,6 @@ EXAMPLES = [
     "How much faster is FS-DFM?",
 ]
 ALL_TRACKS = "All tracks"
-BUSY = "The page is busy answering other questions; please try again in a moment."
 
 CSS = """
 .source-card { border: 1px solid #ddd; border-radius: 6px; padding: 4px 10px; margin: 6px 0; }
