@@ -133,6 +133,8 @@ class Answer:
     timings: dict[str, float] = field(default_factory=dict)
     mode: str = "topical"
     signals: dict[str, float] = field(default_factory=dict)
+    # How well each prompt source's best sentence matches the question (extractive answers).
+    best_sims: list[float] = field(default_factory=list, repr=False)
 
     @property
     def citations(self) -> list[Source]:
@@ -282,7 +284,7 @@ class Answerer:
         prompt_sources = answer.sources[: settings.prompt_sources]
         for s in prompt_sources:
             s.in_prompt = True
-        picked = self._pick_sentences(answer.question, prompt_sources)
+        picked, answer.best_sims = self._pick_sentences(answer.question, prompt_sources)
 
         needs = _FULL_TEXT.search(answer.question)
         if needs and not any(needs.group(0).lower() in " ".join(v).lower() for v in picked):
@@ -327,7 +329,9 @@ class Answerer:
         answer.timings["generate_ms"] = round((time.perf_counter() - started) * 1000, 1)
         self._check(answer, "".join(chunks), picked)
 
-    def _pick_sentences(self, question: str, sources: list[Source]) -> list[list[str]]:
+    def _pick_sentences(
+        self, question: str, sources: list[Source]
+    ) -> tuple[list[list[str]], list[float]]:
         """The few sentences of each source the question needs, in their original order."""
         per = self.settings.answer.sentences_per_source
         all_sentences = [
@@ -335,14 +339,13 @@ class Answerer:
         ]
         flat = [s for group in all_sentences for s in group]
         if not flat:
-            return [[] for _ in sources]
+            return [[] for _ in sources], [0.0 for _ in sources]
         model = self.retriever.index.embed_model
         vectors = model.get_text_embedding_batch(flat)
         q = model.get_query_embedding(question)
         numeric = bool(_NUMERIC_QUESTION.search(question))
         words = {w for w in re.findall(r"\w{4,}", question.lower())}
-        picked, i = [], 0
-        self._best_sim: list[float] = []
+        picked, best, i = [], [], 0
         for group in all_sentences:
             scored = []
             for j, sentence in enumerate(group):
@@ -351,15 +354,15 @@ class Answerer:
                 bonus = 0.1 if numeric and numbers(sentence) else 0.0
                 scored.append((sim + 0.03 * overlap + bonus, j))
             i += len(group)
-            self._best_sim.append(max((sc for sc, _ in scored), default=0.0))
+            best.append(max((sc for sc, _ in scored), default=0.0))
             keep = sorted(j for _, j in sorted(scored, reverse=True)[:per])
             picked.append([group[j][:500] for j in keep])
-        return picked
+        return picked, best
 
     def _extractive(self, answer: Answer, picked: list[list[str]], note: str = "") -> None:
         """No LLM: the best sentence of each of the top sources, cited verbatim."""
         sentences: list[Sentence] = []
-        sims = getattr(self, "_best_sim", [])
+        sims = answer.best_sims
         top = sims[0] if sims else 0.0
         for i, (s, group) in enumerate(zip(answer.sources, picked, strict=False)):
             # Another source joins only if it is about as relevant as the first.

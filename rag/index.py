@@ -364,7 +364,7 @@ class PaperIndex:
         result = read_records(paths, root=PROJECT_ROOT, **limits)
         summary.read = len(result.papers)
         summary.problems = [str(p) for p in result.problems]
-        summary.papers = len(merge_records(result.papers))
+        summary.papers = len({rec.key for rec in result.papers})  # distinct abstracts read
 
         catalog = Catalog(self.settings.home / "catalog.sqlite")
         try:
