@@ -531,6 +531,8 @@ class Retriever:
     def _metadata_question(self, query: str, words: list[str]) -> Retrieval | None:
         """An author or track question answered from metadata, or None if it is topical."""
         found_authors, used = self._find_author_in(words, query)
+        if found_authors and len(self._find_track_in(words)[1]) > len(used):
+            found_authors = []  # "Deep Learning · Theory" is a track, not papers by Mr Deep
         if found_authors:
             rest = [w for w in words if w not in used and w not in _STOP]
             ids = {pid for a in found_authors for pid in self._authors[a]}
