@@ -398,6 +398,8 @@ def launch(settings: Settings | None = None, block: bool = True) -> gr.Blocks:
     """Serve the page: loopback only, never a share link, no extra readable paths."""
     settings = settings or Settings()
     app = build_app(settings)
+    print(f"Chat page on http://{settings.ui.host}:{settings.ui.port} (Ctrl-C stops it)",
+          flush=True)
     app.launch(
         server_name=settings.ui.host,
         server_port=settings.ui.port,
@@ -409,6 +411,6 @@ def launch(settings: Settings | None = None, block: bool = True) -> gr.Blocks:
         head=HEAD,
         footer_links=[],
         prevent_thread_lock=not block,
-        quiet=not block,
+        quiet=True,  # Gradio's banner suggests share=True; this page never opens a share link
     )
     return app
