@@ -398,8 +398,9 @@ def launch(settings: Settings | None = None, block: bool = True) -> gr.Blocks:
     """Serve the page: loopback only, never a share link, no extra readable paths."""
     settings = settings or Settings()
     app = build_app(settings)
-    print(f"Chat page on http://{settings.ui.host}:{settings.ui.port} (Ctrl-C stops it)",
-          flush=True)
+    print(
+        f"Chat page on http://{settings.ui.host}:{settings.ui.port} (Ctrl-C stops it)", flush=True
+    )
     app.launch(
         server_name=settings.ui.host,
         server_port=settings.ui.port,
