@@ -31,6 +31,7 @@ EXAMPLES = [
     "How much faster is FS-DFM?",
 ]
 ALL_TRACKS = "All tracks"
+BROWSE_ROWS = 500
 
 CSS = """
 .source-card { border: 1px solid #ddd; border-radius: 6px; padding: 4px 10px; margin: 6px 0; }
@@ -197,7 +198,9 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                     clear = gr.Button("New conversation", size="sm")
                     sources = gr.HTML(sources_html(None), elem_id="sources")
                 with gr.Tab("Papers"):
-                    browse_filter = gr.Textbox(label="Filter (name, author, words)")
+                    browse_filter = gr.Textbox(
+                        label=f"Filter (name, author, words; the first {BROWSE_ROWS} matches)"
+                    )
                     browse_track = gr.Dropdown(tracks, value=ALL_TRACKS, label="Track")
                     table = gr.Dataframe(
                         headers=["id", "paper", "authors", "track"],
@@ -308,6 +311,8 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                 hay = f"{p.display_name} {p.title} {' '.join(p.authors)} {p.abstract}".casefold()
                 if all(w in hay for w in want):
                     rows.append([p.id, p.display_name, p.authors_text, p.track])
+                    if len(rows) == BROWSE_ROWS:
+                        break  # a conference's worth of rows would stall the page; filter
             return rows
 
         def show_similar(rows: Any, evt: gr.SelectData) -> tuple[str, str]:
