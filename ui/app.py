@@ -417,6 +417,6 @@ def launch(settings: Settings | None = None, block: bool = True) -> gr.Blocks:
         head=HEAD,
         footer_links=[],
         prevent_thread_lock=not block,
-        quiet=True,  # Gradio's banner suggests share=True; this page never opens a share link
+        quiet=True,  # Gradio's banner offers a public link; this page never opens one
     )
     return app
