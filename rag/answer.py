@@ -218,7 +218,7 @@ class Answerer:
     @property
     def verifier(self) -> Verifier:
         if self._verifier is None:
-            self._verifier = default_verifier(self.retriever.index.embed_model)
+            self._verifier = default_verifier(self.retriever.index.text_model)
         return self._verifier
 
     def backend(self) -> Backend | None:
@@ -236,7 +236,9 @@ class Answerer:
         track: str | None = None,
         on_token: Callable[[str], None] | None = None,
         within: set[str] | None = None,
+        on_sources: Callable[[list[Source]], None] | None = None,
     ) -> Answer:
+        """Retrieve, then answer; `on_sources` sees the sources before any generation starts."""
         started = time.perf_counter()
         k = k or self.settings.answer.sources
         result = self.retriever.retrieve(question, k=k, author=author, track=track, within=within)
@@ -245,6 +247,8 @@ class Answerer:
         answer.sources = [
             Source(i, h.paper, h.score, h.passage) for i, h in enumerate(result.hits, start=1)
         ]
+        if on_sources:
+            on_sources(answer.sources)
         if result.abstained:
             answer.abstained = True
             answer.reason = result.reason
@@ -340,7 +344,7 @@ class Answerer:
         flat = [s for group in all_sentences for s in group]
         if not flat:
             return [[] for _ in sources], [0.0 for _ in sources]
-        model = self.retriever.index.embed_model
+        model = self.retriever.index.text_model
         vectors = model.get_text_embedding_batch(flat)
         q = model.get_query_embedding(question)
         numeric = bool(_NUMERIC_QUESTION.search(question))
@@ -382,7 +386,7 @@ class Answerer:
             answer.backend = "extractive"
 
     def _best_of(self, question: str, group: list[str]) -> str:
-        model = self.retriever.index.embed_model
+        model = self.retriever.index.text_model
         q = model.get_query_embedding(question)
         vectors = model.get_text_embedding_batch(group)
         numeric = bool(_NUMERIC_QUESTION.search(question))

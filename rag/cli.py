@@ -176,7 +176,7 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
     if args.llm:
         settings.llm = settings.llm.model_copy(update={"backend": args.llm})
 
-    from rag.answer import Answerer, iter_answer_text
+    from rag.answer import Answerer, Source, iter_answer_text
     from rag.embed import EmbeddingModelError
     from rag.index import IndexError_, PaperIndex
     from rag.retrieve import Retriever
@@ -191,12 +191,22 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
         def show(delta: str) -> None:
             print(delta, end="", flush=True)
 
+        def found(sources: list[Source]) -> None:
+            # On stderr, so stdout stays the answer; the user sees what is being read at once.
+            names = "; ".join(f"[{s.n}] {s.paper.display_name}" for s in sources)
+            print(
+                f"found {len(sources)} papers: {names}" if sources else "found no papers",
+                file=sys.stderr,
+                flush=True,
+            )
+
         answer = answerer.ask(
             args.question,
             k=args.k,
             author=args.author,
             track=args.track,
             on_token=show if stream else None,
+            on_sources=None if args.json else found,
         )
     except (IndexError_, EmbeddingModelError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from rag.settings import EmbedSettings
 
 if TYPE_CHECKING:
+    from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
 _LOCK = threading.Lock()
@@ -74,3 +75,22 @@ def load_tokenizer(settings: EmbedSettings) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(settings.model, local_files_only=True)
+
+
+@lru_cache(maxsize=4)
+def _load_numpy(path: str, max_length: int) -> BaseEmbedding:
+    from rag.numpy_bert import NumpyBertEmbedding
+
+    return NumpyBertEmbedding(path, max_length=max_length)
+
+
+def load_query_embedding(settings: EmbedSettings) -> BaseEmbedding:
+    """The question-side model: numpy when the folder is plain BERT (no torch import), else
+    the same sentence-transformers model ingest uses. One object per settings per process."""
+    from rag.numpy_bert import numpy_supported
+
+    model_identity(settings.model)  # the same clear error as ingest for a bad folder
+    if settings.device == "cpu" and numpy_supported(settings.model):
+        with _LOCK:
+            return _load_numpy(settings.model, settings.max_length)
+    return load_embedding(settings)

@@ -206,6 +206,7 @@ class PaperIndex:
         self.settings = settings or Settings()
         self.name = collection_name(self.settings)
         self._embed_model = embed_model
+        self._query_model: BaseEmbedding | None = None
         self._client = client
         self._collection: Collection | None = None
         self._splitter: Any = None
@@ -240,6 +241,26 @@ class PaperIndex:
         if self._embed_model is None:
             self._embed_model = load_embedding(self.settings.embed)
         return self._embed_model
+
+    @property
+    def query_model(self) -> BaseEmbedding:
+        """The model for questions: the same weights run in numpy when the folder allows.
+
+        Same vectors as `embed_model` (to ~1e-7), without the ~5 s of importing torch and
+        sentence-transformers, which a one-off question would otherwise wait for.
+        """
+        if self._query_model is None:
+            from rag.embed import load_query_embedding
+
+            self._query_model = load_query_embedding(self.settings.embed)
+        return self._query_model
+
+    @property
+    def text_model(self) -> BaseEmbedding:
+        """The model for batches of sentences: torch if this process has it loaded already
+        (several times faster on batches), else the question model. Both give the same vectors.
+        """
+        return self._embed_model if self._embed_model is not None else self.query_model
 
     @property
     def splitter(self) -> Any:
@@ -605,7 +626,7 @@ class PaperIndex:
         """Nearest papers by embedding; a paper's chunks collapse to its best one."""
         if self.count_chunks() == 0:
             return []
-        vector = self.embed_model.get_query_embedding(query)
+        vector = self.query_model.get_query_embedding(query)
         n = min(self.count_chunks(), max(k * 4, 20))
         got: Any = self.collection.query(
             query_embeddings=[vector],  # type: ignore[arg-type]

@@ -296,7 +296,7 @@ class Retriever:
 
             store = ChromaVectorStore(chroma_collection=self.index.collection)
             self._vector_index = VectorStoreIndex.from_vector_store(
-                store, embed_model=self.index.embed_model
+                store, embed_model=self.index.query_model
             )
         return self._vector_index
 

@@ -304,3 +304,44 @@ def test_search_on_empty_index_says_how_to_fill_it(tmp_path: Path) -> None:
 def test_bad_setting_is_a_usage_error(tmp_path: Path) -> None:
     done = run_cli("rag.search", "x", env={"RAG_CHUNK_SIZE": "lots"})
     assert done.returncode == 2 and "RAG_" not in done.stdout and "chunk" in done.stderr
+
+
+def test_question_model_gives_the_ingest_models_vectors(settings: Settings) -> None:
+    """Questions are embedded in numpy (fast cold start); they must land where torch puts them."""
+    import numpy as np
+
+    from rag.embed import load_embedding, load_query_embedding
+    from rag.numpy_bert import NumpyBertEmbedding
+
+    fast = load_query_embedding(settings.embed)
+    assert isinstance(fast, NumpyBertEmbedding)
+    ref = load_embedding(settings.embed)
+    texts = [
+        "which papers use sparse autoencoders?",
+        "What has Quentin Bouniot worked on here?",
+        "Schölkopf — ünïcode 数学 ∑ $\\mathcal{O}(n^2)$ 🚀",
+        "",
+        "word " * 600,  # longer than max_length: both truncate the same way
+        read_papers([CORPUS]).papers[0].abstract,
+    ]
+    got = np.array(fast.get_text_embedding_batch(texts))
+    want = np.array(ref.get_text_embedding_batch(texts))
+    assert np.abs(got - want).max() < 1e-5
+    q = np.array(fast.get_query_embedding(texts[0]))
+    assert float(q @ np.array(ref.get_query_embedding(texts[0]))) > 0.99999
+
+
+def test_question_model_falls_back_for_other_architectures(tmp_path: Path) -> None:
+    from rag.numpy_bert import numpy_supported
+
+    model = Path(Settings().embed.model)
+    copy = tmp_path / "model"
+    shutil.copytree(model, copy)
+    assert numpy_supported(str(copy))
+    pooling = copy / "1_Pooling" / "config.json"
+    pooling.write_text(
+        pooling.read_text().replace(
+            '"pooling_mode_cls_token": false', '"pooling_mode_cls_token": true'
+        )
+    )
+    assert not numpy_supported(str(copy))
