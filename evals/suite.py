@@ -386,6 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     index.ingest(corpus, progress=sys.stderr.isatty())
     retriever = Retriever(index)
     retriever.load()
+    # Like the chat page, a long run checks sentences with the torch model (faster on batches).
+    index.embed_model.get_text_embedding_batch(["warm up"])
     answerer = Answerer(retriever, settings)
     verifier = answerer.verifier
     questions = load_questions()

@@ -6,6 +6,7 @@ share link, analytics off and no extra file paths exposed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html
 import re
@@ -64,6 +65,14 @@ class ChatService:
         self._answerers: dict[str, Answerer] = {}
         self._lock = threading.Lock()
         self.uploads = settings.home / "uploads"
+        # Questions are embedded in numpy from the first second; the torch model, several times
+        # faster on the batches of sentences an answer checks, loads behind the page.
+        threading.Thread(target=self._warm, name="warm-embedding", daemon=True).start()
+
+    def _warm(self) -> None:
+        # A broken model folder is reported by the first question instead.
+        with contextlib.suppress(Exception):
+            self.index.embed_model.get_text_embedding_batch(["warm up"])
 
     def answerer(self, backend: str) -> Answerer:
         with self._lock:
