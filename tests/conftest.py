@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,52 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@dataclass
+class LlamaServer:
+    url: str
+    model: str = "qwen-0.5b"
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """A real OpenAI-compatible server: llama-cpp-python's, on loopback, serving the 0.5B."""
+    from rag.models import ensure_model
+    from rag.settings import LLMSettings
+
+    model = ensure_model("qwen2.5-coder-0.5b", LLMSettings().cache)
+    port = free_port()
+    log = (tmp_path_factory.mktemp("llama-server") / "server.log").open("w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "2048",
+            "--model_alias",
+            "qwen-0.5b",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("llama_cpp.server did not start") from None
+            time.sleep(0.5)
+    yield LlamaServer(f"http://127.0.0.1:{port}/v1")
+    proc.terminate()
+    proc.wait(timeout=20)

@@ -17,9 +17,9 @@ from rag.answer import (
 )
 from rag.index import PaperIndex
 from rag.retrieve import Retriever
-from rag.settings import AnswerSettings, LLMSettings, Settings
+from rag.settings import AnswerSettings, Settings
 
-from .conftest import CORPUS, free_port, run_cli
+from .conftest import CORPUS, LlamaServer, free_port, run_cli
 
 
 @dataclass
@@ -240,57 +240,6 @@ def test_local_model_answers_with_valid_citations(planted_home: Path) -> None:
         assert_clean(answer.text)
     # No-answer questions never reach the model.
     assert a.ask("deep learning for weather forecasting").abstained
-
-
-@dataclass
-class LlamaServer:
-    url: str
-
-
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    """A real OpenAI-compatible server: llama-cpp-python's, on loopback, serving SmolLM2."""
-    import subprocess
-    import sys
-    import urllib.request
-
-    from rag.models import ensure_model
-
-    model = ensure_model("qwen2.5-coder-0.5b", LLMSettings().cache)
-    port = free_port()
-    log = (tmp_path_factory.mktemp("llama-server") / "server.log").open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(model),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            "2048",
-            "--model_alias",
-            "qwen-0.5b",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).read()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("llama_cpp.server did not start") from None
-            time.sleep(0.5)
-    yield LlamaServer(f"http://127.0.0.1:{port}/v1")
-    proc.terminate()
-    proc.wait(timeout=20)
 
 
 @pytest.mark.slow
