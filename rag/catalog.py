@@ -3,6 +3,8 @@
 Chroma holds what the question side needs; the catalog remembers, per source file, which
 records it gave, so that a paper seen in two files is merged across runs, and `--prune` can
 remove exactly what a source no longer has (and nothing that came from elsewhere).
+It also lists the papers an ingest decided to remove from the store until they are gone,
+so that a run killed half-way through the removals is finished by the next one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rag.corpus import Paper
+from rag.faults import checkpoint
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -21,6 +24,7 @@ CREATE TABLE IF NOT EXISTS records (
     data TEXT NOT NULL,
     PRIMARY KEY (source_file, record_key)
 );
+CREATE TABLE IF NOT EXISTS removals (paper_id TEXT PRIMARY KEY);
 """
 
 
@@ -75,6 +79,7 @@ class Catalog:
             "ON CONFLICT (source_file, record_key) DO UPDATE SET data = excluded.data",
             rows,
         )
+        checkpoint("catalog.upsert")
 
     def delete(self, file: str, keys: Iterable[str] | None = None) -> int:
         if keys is None:
@@ -87,3 +92,14 @@ class Catalog:
             )
             count += cur.rowcount
         return count
+
+    def add_removals(self, paper_ids: Iterable[str]) -> None:
+        self._db.executemany(
+            "INSERT OR IGNORE INTO removals (paper_id) VALUES (?)", ((p,) for p in paper_ids)
+        )
+
+    def removals(self) -> set[str]:
+        return {p for (p,) in self._db.execute("SELECT paper_id FROM removals")}
+
+    def clear_removals(self) -> None:
+        self._db.execute("DELETE FROM removals")

@@ -36,6 +36,14 @@ def _epilog(*sections: str) -> str:
     return "settings (environment variables):\n" + text
 
 
+def _exit_code(err: Exception) -> int:
+    """A damaged index or a missing model is for the user to fix: a configuration error."""
+    from rag.embed import EmbeddingModelError
+    from rag.index import IndexDamaged
+
+    return EXIT_USAGE if isinstance(err, (IndexDamaged, EmbeddingModelError)) else EXIT_FAILURE
+
+
 def _empty(index: PaperIndex) -> bool:
     """An empty index is a usage error that says how to fill it."""
     if index.count_chunks():
@@ -59,23 +67,37 @@ def ingest_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--prune", action="store_true", help="remove papers their source files no longer have"
     )
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="move a damaged store or catalog to RAG_HOME/broken-<time>/ and rebuild it",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     settings = _settings(parser)
 
+    from chromadb.errors import ChromaError
+
     from rag.embed import EmbeddingModelError
-    from rag.index import IndexError_, PaperIndex
+    from rag.index import IndexError_, PaperIndex, store_failure
 
     paths = args.paths or settings.corpus
     try:
         index = PaperIndex(settings)
         summary = index.ingest(
-            paths, prune=args.prune, progress=False if args.no_progress else None
+            paths,
+            prune=args.prune,
+            progress=False if args.no_progress else None,
+            repair=args.repair,
         )
     except (IndexError_, EmbeddingModelError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return EXIT_FAILURE if not isinstance(err, EmbeddingModelError) else EXIT_USAGE
+        return _exit_code(err)
+    except ChromaError as err:  # damage that the start-up checks cannot see
+        failure = store_failure(settings, err)
+        print(f"error: {failure}", file=sys.stderr)
+        return _exit_code(failure)
     if args.json:
         print(json.dumps(summary.to_dict(), ensure_ascii=False))
     else:
@@ -118,8 +140,10 @@ def search_main(argv: Sequence[str] | None = None) -> int:
     if k < 1:
         parser.error("--k must be at least 1")
 
+    from chromadb.errors import ChromaError
+
     from rag.embed import EmbeddingModelError
-    from rag.index import IndexError_, PaperIndex
+    from rag.index import IndexError_, PaperIndex, store_failure
     from rag.retrieve import Retriever
 
     try:
@@ -131,7 +155,11 @@ def search_main(argv: Sequence[str] | None = None) -> int:
         )
     except (IndexError_, EmbeddingModelError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _exit_code(err)
+    except ChromaError as err:  # damage that the start-up checks cannot see
+        failure = store_failure(settings, err)
+        print(f"error: {failure}", file=sys.stderr)
+        return _exit_code(failure)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=1))
         return EXIT_OK
@@ -176,9 +204,11 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
     if args.llm:
         settings.llm = settings.llm.model_copy(update={"backend": args.llm})
 
+    from chromadb.errors import ChromaError
+
     from rag.answer import Answerer, Source, iter_answer_text
     from rag.embed import EmbeddingModelError
-    from rag.index import IndexError_, PaperIndex
+    from rag.index import IndexError_, PaperIndex, store_failure
     from rag.retrieve import Retriever
 
     stream = not args.json and sys.stdout.isatty()
@@ -210,7 +240,11 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
         )
     except (IndexError_, EmbeddingModelError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _exit_code(err)
+    except ChromaError as err:  # damage that the start-up checks cannot see
+        failure = store_failure(settings, err)
+        print(f"error: {failure}", file=sys.stderr)
+        return _exit_code(failure)
     if args.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=1))
     else:

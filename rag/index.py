@@ -3,7 +3,15 @@
 Layout of RAG_HOME:
     chroma/          embedded Chroma store (unused when RAG_CHROMA_HOST is set)
     catalog.sqlite   which records each source file gave (see rag.catalog)
+    bm25/<name>/     the BM25 index of the collection, rebuilt from Chroma when out of step
     ingest.lock      held while an ingest runs
+    broken-<time>/   damaged parts that `ingest --repair` moved aside
+
+Crash safety: an ingest first commits what the sources say to the catalog (with the papers
+that must leave the store), then brings Chroma in step with the catalog, then BM25 with
+Chroma. Each step can be killed at any point and the next ingest finishes the job: it
+re-embeds papers that are missing or incomplete in the store, removes those still listed
+for removal, and rebuilds BM25, whose state is withdrawn before the store is touched.
 
 A paper's chunks carry all of its metadata, and chunk 0 also its whole abstract, so the
 question side needs nothing but the Chroma collection.
@@ -13,7 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import re
+import shutil
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -24,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 from rag.catalog import Catalog, record_key, source_file
 from rag.corpus import Paper, merge_records, read_records, source_name
 from rag.embed import load_embedding, load_tokenizer, model_identity
+from rag.faults import checkpoint
+from rag.integrity import check_sqlite, check_store
 from rag.settings import PROJECT_ROOT, Settings, fingerprint
 
 if TYPE_CHECKING:
@@ -34,8 +48,10 @@ if TYPE_CHECKING:
 
 # Bump when the text given to the embedding model, or the chunk layout, changes shape.
 TEXT_FORMAT_VERSION = 1
-WRITE_BATCH_CHUNKS = 256
 LIST_SEP = "; "
+REPAIR = "python -m rag.ingest --repair"
+
+log = logging.getLogger(__name__)
 
 
 class IndexError_(RuntimeError):
@@ -50,6 +66,10 @@ class StoreUnavailable(IndexError_):
     """The Chroma store cannot be reached or opened."""
 
 
+class IndexDamaged(IndexError_):
+    """A file of the index folder is damaged; `ingest --repair` moves it aside and rebuilds."""
+
+
 @dataclass
 class IngestSummary:
     read: int = 0
@@ -60,6 +80,7 @@ class IngestSummary:
     unchanged: int = 0
     removed: int = 0
     stale: int = 0
+    repaired: list[str] = field(default_factory=list)
     chunks_embedded: int = 0
     total_papers: int = 0
     total_chunks: int = 0
@@ -80,6 +101,8 @@ class IngestSummary:
             f"(total {self.seconds:.1f}s); index {self.collection}: "
             f"{self.total_papers} papers, {self.total_chunks} chunks",
         ]
+        if self.repaired:
+            lines.insert(0, "repaired: " + "; ".join(self.repaired))
         if self.stale:
             lines.append(
                 f"{self.stale} papers are no longer in their source files; "
@@ -128,13 +151,44 @@ def make_client(settings: Settings) -> ClientAPI:
         path = settings.home / "chroma"
         path.mkdir(parents=True, exist_ok=True)
         return chromadb.PersistentClient(path=str(path), settings=config)
-    except Exception as err:  # chromadb raises bare ValueError/ConnectionError variants
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    # chromadb raises bare ValueError/ConnectionError variants, and its Rust core may panic
+    # (pyo3's PanicException derives from BaseException).
+    except BaseException as err:
+        if not settings.chroma.host and _DAMAGE_SIGNS.search(str(err)):
+            raise damaged_store(settings.home, str(err)) from err
         where = (
             f"the Chroma server at {settings.chroma.host}:{settings.chroma.port}"
             if settings.chroma.host
             else f"the Chroma store in {settings.home / 'chroma'}"
         )
         raise StoreUnavailable(f"cannot open {where}: {err}") from err
+
+
+# What SQLite says of damage the quick start-up checks do not look for.
+_DAMAGE_SIGNS = re.compile(r"malformed|not a database|file is not a database", re.IGNORECASE)
+
+
+def store_failure(settings: Settings, err: Exception) -> IndexError_:
+    """A chromadb error met while using the store, as an error a command reports plainly."""
+    if settings.chroma.host:
+        where = f"{settings.chroma.host}:{settings.chroma.port}"
+        return StoreUnavailable(f"the Chroma server at {where} failed: {err}")
+    return damaged_store(settings.home, f"chromadb failed with: {err}")
+
+
+def damaged_store(home: Path, why: str) -> IndexDamaged:
+    busy = ""
+    if _lock_held(home):
+        busy = " (an ingest is running on this folder: if it says so again once it ends,"
+        busy += " repair it)"
+    return IndexDamaged(
+        f"the Chroma store in {home / 'chroma'} is damaged: {why}{busy}. "
+        f"Repair it with `{REPAIR}`: it moves the damaged store to "
+        f"{home / 'broken-<time>'} (nothing is deleted) and rebuilds the "
+        "index from the catalog and the source files."
+    )
 
 
 def _flat(paper: Paper, chunk: int, n_chunks: int, content_hash: str) -> dict[str, Any]:
@@ -216,8 +270,16 @@ class PaperIndex:
     @property
     def client(self) -> ClientAPI:
         if self._client is None:
+            if not self.settings.chroma.host:
+                self.check_store()
             self._client = make_client(self.settings)
         return self._client
+
+    def check_store(self, thorough: bool = False) -> None:
+        """Refuse a damaged embedded store before chromadb opens it (it may crash or hang)."""
+        problems = check_store(self.settings.home / "chroma", thorough)
+        if problems:
+            raise damaged_store(self.settings.home, "; ".join(problems))
 
     @property
     def collection(self) -> Collection:
@@ -232,7 +294,13 @@ class PaperIndex:
                         "chunk_size": self.settings.chunk.size,
                     },
                 )
-            except Exception as err:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except IndexError_:
+                raise
+            except BaseException as err:  # as in make_client: errors and Rust panics
+                if not self.settings.chroma.host and _DAMAGE_SIGNS.search(str(err)):
+                    raise damaged_store(self.settings.home, str(err)) from err
                 raise StoreUnavailable(f"cannot open collection {self.name}: {err}") from err
         return self._collection
 
@@ -345,8 +413,12 @@ class PaperIndex:
         prune: bool = False,
         progress: bool | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        repair: bool = False,
     ) -> IngestSummary:
-        """Bring the index in step with `paths`; embeds only new or changed chunks."""
+        """Bring the index in step with `paths`; embeds only new or changed chunks.
+
+        With `repair`, damaged parts of the index folder are first moved aside and rebuilt.
+        """
         from filelock import FileLock, Timeout
 
         started = time.perf_counter()
@@ -363,8 +435,16 @@ class PaperIndex:
                 "Try again when it has finished."
             ) from err
         try:
+            # A killed holder leaves this file behind, but not the lock: flock dies with it.
             (home / "ingest.owner").write_text(f"{os.getpid()} {time.time():.0f}\n")
+            checkpoint("ingest.locked")
+            repaired = self._move_damaged_aside() if repair else []
+            # Before reading any source: a damaged index stops the run at once.
+            if not self.settings.chroma.host and self._client is None:
+                self.check_store(thorough=True)
+            self._check_catalog()
             summary = self._ingest_locked(paths, prune, progress, on_progress)
+            summary.repaired = repaired
         finally:
             lock.release()
         summary.seconds = time.perf_counter() - started
@@ -387,7 +467,7 @@ class PaperIndex:
         summary.problems = [str(p) for p in result.problems]
         summary.papers = len({rec.key for rec in result.papers})  # distinct abstracts read
 
-        catalog = Catalog(self.settings.home / "catalog.sqlite")
+        catalog = self._open_catalog()
         try:
             catalog.begin()
             seen: dict[str, set[str]] = {}
@@ -404,9 +484,23 @@ class PaperIndex:
             papers = merge_records(catalog.records())
             if not prune:
                 summary.stale = sum(len(keys) for keys in stale_keys.values())
-            self._sync(papers, summary, prune, progress, on_progress)
-            self.refresh_bm25()
+            state = self.indexed_state()
+            wanted = {p.id for p in papers}
+            aliases = {a for p in papers for a in p.aliases}
+            # Stored papers that are not wanted: re-keyed (now an alias of a merged paper)
+            # always go; others only when pruning, since another source may still be
+            # ingested later. They are recorded with the catalog, so that a run killed
+            # before deleting them all is finished by the next run, --prune or not.
+            catalog.add_removals(
+                pid for pid in state if pid not in wanted and (prune or pid in aliases)
+            )
             catalog.commit()
+            checkpoint("catalog.committed")
+            gone = sorted(pid for pid in catalog.removals() if pid not in wanted)
+            self._sync(papers, state, gone, summary, progress, on_progress)
+            self.refresh_bm25()
+            checkpoint("ingest.synced")
+            catalog.clear_removals()
         except BaseException:
             catalog.rollback()
             raise
@@ -415,6 +509,54 @@ class PaperIndex:
         summary.total_papers = len(papers)
         summary.total_chunks = self.count_chunks()
         return summary
+
+    def _check_catalog(self) -> None:
+        path = self.settings.home / "catalog.sqlite"
+        problem = check_sqlite(path)
+        if problem:
+            raise IndexDamaged(
+                f"the catalog {path} is damaged: {problem}. Repair it with `{REPAIR}` "
+                "[PATH ...]: it moves the catalog aside (nothing is deleted) and rebuilds it "
+                "from the files that run reads; give it every source you had ingested."
+            )
+
+    def _open_catalog(self) -> Catalog:
+        path = self.settings.home / "catalog.sqlite"
+        try:
+            return Catalog(path)
+        except sqlite3.DatabaseError as err:
+            msg = f"the catalog {path} cannot be opened: {err}. Run `{REPAIR}`."
+            raise IndexDamaged(msg) from err
+
+    def _move_damaged_aside(self) -> list[str]:
+        """Move damaged parts of the index folder to broken-<time>/; say what moved."""
+        home = self.settings.home
+        damaged: list[tuple[Path, str]] = []
+        if not self.settings.chroma.host:
+            problems = check_store(home / "chroma", thorough=True)
+            if problems:
+                damaged.append((home / "chroma", "; ".join(problems)))
+        catalog = home / "catalog.sqlite"
+        problem = check_sqlite(catalog)
+        if problem:
+            for suffix in ("", "-wal", "-shm"):
+                part = catalog.with_name(catalog.name + suffix)
+                if part.exists():
+                    damaged.append((part, problem))
+        if not damaged:
+            return []
+        broken = home / f"broken-{time.strftime('%Y%m%d-%H%M%S')}"
+        n = 1
+        while broken.exists():
+            n += 1
+            broken = home / f"broken-{time.strftime('%Y%m%d-%H%M%S')}-{n}"
+        broken.mkdir()
+        moved = []
+        for path, why in damaged:
+            path.rename(broken / path.name)
+            moved.append(f"moved {path.name} ({why}) to {broken}")
+        self._client, self._collection = None, None
+        return moved
 
     @staticmethod
     def _covered_files(paths: Sequence[Path], known: set[str]) -> set[str]:
@@ -431,15 +573,12 @@ class PaperIndex:
     def _sync(
         self,
         papers: list[Paper],
+        state: dict[str, dict[str, Any]],
+        gone: list[str],
         summary: IngestSummary,
-        prune: bool,
         progress: bool | None,
         on_progress: Callable[[int, int], None] | None,
     ) -> None:
-        state = self.indexed_state()
-        wanted = {p.id: p for p in papers}
-        aliases = {a for p in papers for a in p.aliases}
-
         to_embed: list[tuple[Paper, list[TextNode]]] = []
         to_update: list[TextNode] = []
         for paper in papers:
@@ -463,18 +602,20 @@ class PaperIndex:
                 summary.changed += 1
                 to_embed.append((paper, nodes))
 
-        # Stored papers that are not wanted: re-keyed (now an alias of a merged paper) always
-        # go; others only when pruning, since another source may still be ingested later.
-        gone = [pid for pid in state if pid not in wanted and (prune or pid in aliases)]
+        gone = [pid for pid in gone if pid in state]
+        if gone or to_update or to_embed:
+            self._withdraw_bm25()
         if gone:
             self.collection.delete(ids=[cid for pid in gone for cid in state[pid]["ids"]])
             summary.removed = len(gone)
+            checkpoint("store.removed")
 
         if to_update:
-            for batch in _batches(to_update, WRITE_BATCH_CHUNKS):
+            for batch in _batches(to_update, self.settings.ingest.write_batch_chunks):
                 self.collection.update(
                     ids=[n.node_id for n in batch], metadatas=[_store_meta(n) for n in batch]
                 )
+                checkpoint("store.updated")
         self._embed_and_write(to_embed, state, summary, progress, on_progress)
 
     def _embed_and_write(
@@ -505,16 +646,22 @@ class PaperIndex:
         )
         embed_started = time.perf_counter()
         try:
-            for batch in _batches(items, WRITE_BATCH_CHUNKS, size=lambda it: len(it[1])):
+            limit = self.settings.ingest.write_batch_chunks
+            for batch in _batches(items, limit, size=lambda it: len(it[1])):
                 nodes = [n for _, nodes in batch for n in nodes]
                 texts = [n.get_content(MetadataMode.EMBED) for n in nodes]
                 vectors = self.embed_model.get_text_embedding_batch(texts)
+                checkpoint("embed.batch")
                 for node, vec in zip(nodes, vectors, strict=True):
                     node.embedding = vec
+                # A kill between the delete and the add leaves these papers absent from the
+                # store, and the next run embeds them as new.
                 old = [cid for p, _ in batch for cid in state.get(p.id, {}).get("ids", [])]
                 if old:
                     self.collection.delete(ids=old)
+                    checkpoint("store.deleted")
                 store.add(nodes)
+                checkpoint("store.added")
                 summary.chunks_embedded += len(nodes)
                 done += len(batch)
                 bar.update(len(batch))
@@ -538,19 +685,36 @@ class PaperIndex:
         )
         return len(pairs), _hash(pairs)
 
+    def _bm25_state(self, verify: bool = False) -> dict[str, Any] | None:
+        """The persisted BM25 index's state, if it is whole: every file at its written size
+        (cheap, for readers) and, with `verify`, with its written content (for ingest)."""
+        folder = self.bm25_dir
+        try:
+            state = json.loads((folder / "state.json").read_text())
+            for name, (size, digest) in state["files"].items():
+                if (folder / name).stat().st_size != size:
+                    return None
+                if verify and _file_hash(folder / name) != digest:
+                    return None
+            return dict(state)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def _withdraw_bm25(self) -> None:
+        """The store is about to change: the persisted BM25 must not claim to match it."""
+        (self.bm25_dir / "state.json").unlink(missing_ok=True)
+
     def refresh_bm25(self) -> bool:
         """Rebuild the persisted BM25 index when it is missing or out of step with Chroma.
 
         Called by ingest under its lock; returns whether it rebuilt.
         """
+        for leftover in (".tmp", ".old"):  # from a run killed while swapping
+            shutil.rmtree(self.bm25_dir.with_name(self.bm25_dir.name + leftover), True)
         count, fp = self._store_fingerprint()
-        state_file = self.bm25_dir / "state.json"
-        try:
-            state = json.loads(state_file.read_text())
-            if state == {"count": count, "fingerprint": fp}:
-                return False
-        except (OSError, ValueError):
-            pass
+        state = self._bm25_state(verify=True)
+        if state and (state["count"], state["fingerprint"]) == (count, fp):
+            return False
         self._write_bm25(count, fp)
         return True
 
@@ -576,8 +740,6 @@ class PaperIndex:
         return nodes
 
     def _write_bm25(self, count: int, fingerprint_: str) -> None:
-        import shutil
-
         target = self.bm25_dir
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".tmp")
@@ -590,12 +752,16 @@ class PaperIndex:
             )
         else:
             tmp.mkdir()
-        (tmp / "state.json").write_text(json.dumps({"count": count, "fingerprint": fingerprint_}))
+        files = {p.name: [p.stat().st_size, _file_hash(p)] for p in tmp.iterdir() if p.is_file()}
+        state = {"count": count, "fingerprint": fingerprint_, "files": files}
+        (tmp / "state.json").write_text(json.dumps(state))
+        checkpoint("bm25.written")
         # Swap directories so a reader never sees a half-written index.
         old = target.with_name(target.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if target.exists():
             target.rename(old)
+            checkpoint("bm25.swapping")
         tmp.rename(target)
         shutil.rmtree(old, ignore_errors=True)
 
@@ -603,15 +769,20 @@ class PaperIndex:
         """The persisted bm25s index, rebuilt in memory if it lags behind the store."""
         import bm25s
 
-        state_file = self.bm25_dir / "state.json"
-        try:
-            state = json.loads(state_file.read_text())
-            if state.get("count") == self.count_chunks() and state["count"] > 0:
-                return bm25s.BM25.load(str(self.bm25_dir), load_corpus=True, show_progress=False)
-        except (OSError, ValueError, KeyError):
-            pass
-        if self.count_chunks() == 0:
+        count = self.count_chunks()
+        if count == 0:
             return None
+        state = self._bm25_state()
+        if state and state["count"] == count:
+            try:
+                return bm25s.BM25.load(str(self.bm25_dir), load_corpus=True, show_progress=False)
+            except Exception as err:  # damaged inside, at the right size: rebuild below
+                log.warning("the BM25 index in %s cannot be loaded (%s)", self.bm25_dir, err)
+        log.warning(
+            "the BM25 index in %s is missing, damaged or out of date; rebuilt in memory "
+            "(`python -m rag.ingest` saves it again)",
+            self.bm25_dir,
+        )
         from llama_index.retrievers.bm25 import BM25Retriever
 
         built = BM25Retriever.from_defaults(nodes=self._bm25_nodes())
@@ -673,6 +844,28 @@ def _batches(
         used += n
     if batch:
         yield batch
+
+
+def _file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _lock_held(home: Path) -> bool:
+    from filelock import FileLock, Timeout
+
+    if not (home / "ingest.lock").exists():
+        return False
+    lock = FileLock(str(home / "ingest.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except (Timeout, OSError):
+        return True
+    lock.release()
+    return False
 
 
 def _read_owner(home: Path) -> str:

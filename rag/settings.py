@@ -106,6 +106,12 @@ class IngestSettings(_Section):
         ge=0,
         description="Seconds an ingest waits for another ingest on the same RAG_HOME to finish.",
     )
+    write_batch_chunks: int = Field(
+        default=256,
+        ge=1,
+        le=5000,  # Chroma refuses larger single writes
+        description="Chunks embedded and written to the store per step.",
+    )
 
 
 class SearchSettings(_Section):
