@@ -205,7 +205,7 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=1))
     else:
         if stream and answer.timings.get("first_token_ms") is not None:
-            print("\n\nChecked answer:")
+            print("\n\n" + ("Cut off; instead:" if answer.failed else "Checked answer:"))
         for line in iter_answer_text(answer):
             print(line)
     if answer.failed:

@@ -139,13 +139,18 @@ class LLMSettings(_Section):
         default=SecretStr("not-needed"), description="API key for the endpoint."
     )
     timeout: float = Field(
-        default=60.0, gt=0, description="Seconds one request to the endpoint may take."
+        default=60.0,
+        gt=0,
+        description="Seconds to wait for the endpoint's reply, and for each next token of it.",
     )
     connect_timeout: float = Field(
         default=3.0, gt=0, description="Seconds to wait for the endpoint to accept a connection."
     )
     retries: int = Field(
-        default=2, ge=0, le=6, description="Retries (jittered backoff) after a failed request."
+        default=2,
+        ge=0,
+        le=6,
+        description="Retries (jittered backoff) of a request that failed before any reply.",
     )
     max_tokens: int = Field(default=220, ge=16, le=4096, description="Longest answer, in tokens.")
     temperature: float = Field(
