@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rag.models import ensure_model
@@ -73,6 +73,9 @@ class LlamaIndexBackend:
     endpoint's Retry-After, when that is at most MAX_RETRY_AFTER seconds), but only while
     nothing of the reply has been received. With `check_finish`, a stream that ends without
     a finish_reason (an OpenAI stream cut before its last chunk and `[DONE]`) is a failure.
+    After a failure, questions skip the backend for `cooldown` seconds (or as long as the
+    endpoint asked): with the endpoint down, every user would otherwise wait out all the
+    retries, and a follow-up twice (its rewrite and its answer).
     """
 
     name: str
@@ -81,6 +84,8 @@ class LlamaIndexBackend:
     lock: AbstractContextManager[Any]
     retries: int = 0
     check_finish: bool = False
+    cooldown: float = 0.0
+    _down: tuple[float, str] | None = field(default=None, init=False, repr=False)
 
     def stream(self, system: str, user: str) -> Iterator[str]:
         from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -89,6 +94,9 @@ class LlamaIndexBackend:
             ChatMessage(role=MessageRole.SYSTEM, content=system),
             ChatMessage(role=MessageRole.USER, content=user),
         ]
+        down = self._down
+        if down is not None and time.monotonic() < down[0]:
+            raise BackendError(f"{down[1]}; not asked again for {down[0] - time.monotonic():.0f}s")
         # One llama.cpp context cannot serve two generations at once; the endpoint can.
         with self.lock:
             for attempt in range(self.retries + 1):
@@ -102,17 +110,24 @@ class LlamaIndexBackend:
                             yield chunk.delta
                     if not finished:
                         raise _Unfinished("the stream ended before the model finished")
+                    self._down = None
                     return
                 except Exception as err:  # the client raises many kinds; all mean "no answer"
                     if received:
                         why = str(err) if isinstance(err, _Unfinished) else _describe(err)
                         raise AnswerCutOff(f"{self.name} backend: {why}") from err
-                    wait, why = _retry_wait(err, attempt, self.retries)
+                    asked = _asked_wait(err)
+                    wait = _retry_wait(err, attempt, self.retries, asked)
                     if wait is None:
                         tries = f" after {attempt + 1} attempts" if attempt else ""
-                        raise BackendError(
-                            f"{self.name} backend failed{tries}: {_describe(err)}{why}"
-                        ) from err
+                        why = ""
+                        if asked is not None and asked > MAX_RETRY_AFTER:
+                            why = f" (the endpoint asks to wait {asked:.0f}s)"
+                        message = f"{self.name} backend failed{tries}: {_describe(err)}{why}"
+                        rest = max(self.cooldown, asked or 0.0) if self.cooldown else 0.0
+                        if rest:
+                            self._down = (time.monotonic() + rest, message)
+                        raise BackendError(message) from err
                     time.sleep(wait)
 
 
@@ -121,8 +136,8 @@ def _has_finish_reason(raw: Any) -> bool:
     return any(getattr(c, "finish_reason", None) for c in getattr(raw, "choices", None) or ())
 
 
-def _retry_wait(err: Exception, attempt: int, retries: int) -> tuple[float | None, str]:
-    """Seconds to wait before retrying `err`, or None (and why not) to give up."""
+def _retry_wait(err: Exception, attempt: int, retries: int, asked: float | None) -> float | None:
+    """Seconds to wait before retrying `err`, or None to give up."""
     import httpx
     import openai
 
@@ -130,13 +145,18 @@ def _retry_wait(err: Exception, attempt: int, retries: int) -> tuple[float | Non
         retryable = err.status_code in _RETRY_STATUS or err.status_code >= 500
     else:
         retryable = isinstance(err, openai.APIConnectionError | httpx.TransportError | _Unfinished)
-    if not retryable or attempt >= retries:
-        return None, ""
-    asked = _retry_after(err.response.headers) if isinstance(err, openai.APIStatusError) else None
-    if asked is not None and asked > MAX_RETRY_AFTER:
-        return None, f" (the endpoint asks to wait {asked:.0f}s; try again later)"
-    backoff = min(BACKOFF_FIRST * 2**attempt, BACKOFF_MAX) * random.uniform(0.5, 1.0)
-    return (max(asked, 0.0) if asked is not None else backoff), ""
+    if not retryable or attempt >= retries or (asked is not None and asked > MAX_RETRY_AFTER):
+        return None
+    if asked is not None:
+        return max(asked, 0.0)
+    return min(BACKOFF_FIRST * 2**attempt, BACKOFF_MAX) * random.uniform(0.5, 1.0)
+
+
+def _asked_wait(err: Exception) -> float | None:
+    """The wait an error response asks for in its Retry-After, if any."""
+    import openai
+
+    return _retry_after(err.response.headers) if isinstance(err, openai.APIStatusError) else None
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -192,6 +212,7 @@ def make_backend(settings: LLMSettings) -> Backend:
         settings.timeout,
         settings.connect_timeout,
         settings.retries,
+        settings.cooldown,
     )
     with _CACHE_LOCK:
         if key not in _CACHE:
@@ -261,6 +282,7 @@ def _openai(settings: LLMSettings) -> Backend:
         _NoLock(),
         retries=settings.retries,
         check_finish=True,
+        cooldown=settings.cooldown,
     )
 
 

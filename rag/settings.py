@@ -152,6 +152,13 @@ class LLMSettings(_Section):
         le=6,
         description="Retries (jittered backoff) of a request that failed before any reply.",
     )
+    cooldown: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="Seconds after the endpoint failed in which questions do not call it "
+        "(0: always call).",
+    )
     max_tokens: int = Field(default=220, ge=16, le=4096, description="Longest answer, in tokens.")
     temperature: float = Field(
         default=0.0, ge=0, le=2, description="Sampling temperature (0: the same answer each time)."

@@ -16,6 +16,7 @@ import pytest
 
 from rag.answer import Answerer
 from rag.index import PaperIndex
+from rag.llm import BackendError, make_backend
 from rag.retrieve import Retriever
 from rag.settings import LLMSettings, Settings
 
@@ -33,14 +34,18 @@ def retriever(seed_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Retr
     return Retriever(PaperIndex(Settings(home=home)))
 
 
-def answerer_for(retriever: Retriever, url: str, timeout: float = 2.0) -> Answerer:
-    settings = retriever.index.settings.model_copy(
-        update={
-            "llm": LLMSettings(
-                backend="openai", base_url=url, model="fake", timeout=timeout, retries=RETRIES
-            )
-        }
+def answerer_for(
+    retriever: Retriever, url: str, timeout: float = 2.0, cooldown: float = 30.0
+) -> Answerer:
+    llm = LLMSettings(
+        backend="openai",
+        base_url=url,
+        model="fake",
+        timeout=timeout,
+        retries=RETRIES,
+        cooldown=cooldown,
     )
+    settings = retriever.index.settings.model_copy(update={"llm": llm})
     return Answerer(retriever, settings)
 
 
@@ -86,6 +91,33 @@ def test_failing_endpoint_is_retried_a_bounded_number_of_times(
     if retry_after == "1":
         assert took >= 2.0  # the endpoint's Retry-After was honoured, twice
     assert took < 15
+
+
+def test_a_failed_endpoint_rests_before_it_is_asked_again(
+    retriever: Retriever, fake: FakeOpenAI
+) -> None:
+    fake.mode = "500"
+    resting = answerer_for(retriever, fake.url, cooldown=30)
+    assert resting.ask(QUESTION).failed and fake.requests == 1 + RETRIES
+    fake.mode = "ok"
+    skipped = resting.ask(QUESTION)
+    assert fake.requests == 1 + RETRIES  # every user does not wait out the retries again
+    assert skipped.failed and "not asked again for" in skipped.note and "500" in skipped.note
+
+
+def test_the_rest_ends_and_the_endpoint_is_asked_again(fake: FakeOpenAI) -> None:
+    fake.mode = "500"
+    backend = make_backend(
+        LLMSettings(backend="openai", base_url=fake.url, timeout=2, retries=0, cooldown=0.5)
+    )
+    with pytest.raises(BackendError, match="500"):
+        list(backend.stream("system", "user"))
+    fake.mode = "ok"
+    with pytest.raises(BackendError, match="not asked again"):
+        list(backend.stream("system", "user"))
+    time.sleep(0.6)
+    assert "".join(backend.stream("system", "user")) == "NOT IN SOURCES"
+    assert fake.requests == 2
 
 
 @pytest.mark.parametrize("mode", ["cut", "reset"])
