@@ -162,6 +162,7 @@ def cli_env(home: Path, url: str, timeout: float = 2.0) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_cli_hung_endpoint_gives_up_in_bounded_time(retriever: Retriever, fake: FakeOpenAI) -> None:
     fake.mode = "hang"
     started = time.monotonic()
@@ -174,6 +175,7 @@ def test_cli_hung_endpoint_gives_up_in_bounded_time(retriever: Retriever, fake: 
     assert "128×" in done.stdout and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_cli_cut_stream_exits_3_with_the_extractive_answer(
     retriever: Retriever, fake: FakeOpenAI
 ) -> None:

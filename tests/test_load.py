@@ -136,7 +136,7 @@ def run_load(url: str, backend: str, tracks: dict[str, str]) -> dict[str, Any]:
         threading.Thread(
             target=run_session, args=(url, questions(name, tracks[name]), backend, out)
         )
-        for name, out in zip(PAPERS, results, strict=False)
+        for name, out in zip(PAPERS, results, strict=True)
     ]
     started = time.monotonic()
     for t in threads:
@@ -162,7 +162,7 @@ def run_load(url: str, backend: str, tracks: dict[str, str]) -> dict[str, Any]:
     print(numbers)
     assert not errors, errors[:5]
     assert len(turns) == SESSIONS * 5
-    for name, session in zip(PAPERS, results, strict=False):
+    for name, session in zip(PAPERS, results, strict=True):
         check_session(name, session, tracks, backend)
     return numbers
 
