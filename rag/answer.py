@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.corpus import Paper
-from rag.llm import Backend, BackendError, make_backend
+from rag.llm import AnswerCutOff, Backend, BackendError, make_backend
 from rag.retrieve import Retrieval, Retriever
 from rag.settings import Settings
 from rag.verify import Verifier, default_verifier, numbers, split_sentences, strip_citations
@@ -326,6 +326,12 @@ class Answerer:
                 chunks.append(delta)
                 if on_token:
                     on_token(delta)
+        except AnswerCutOff as err:
+            # What streamed is not shown as the answer: a half sentence reads as a whole one,
+            # and unverified text is what this module never presents.
+            answer.failed = True
+            self._extractive(answer, picked, note=f"The model's answer was cut off ({err}).")
+            return
         except BackendError as err:
             answer.failed = True
             self._extractive(answer, picked, note=f"The LLM failed ({err}).")

@@ -249,7 +249,9 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=1))
     else:
         if stream and answer.timings.get("first_token_ms") is not None:
-            print("\n\nChecked answer:")
+            # Text has streamed, so a failure now means the reply was cut off part way.
+            cut = "The model's answer was cut off; from the sources instead:"
+            print("\n\n" + (cut if answer.failed else "Checked answer:"))
         for line in iter_answer_text(answer):
             print(line)
     if answer.failed:

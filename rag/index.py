@@ -28,7 +28,8 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -158,12 +159,14 @@ def make_client(settings: Settings) -> ClientAPI:
     except BaseException as err:
         if not settings.chroma.host and _DAMAGE_SIGNS.search(str(err)):
             raise damaged_store(settings.home, str(err)) from err
-        where = (
-            f"the Chroma server at {settings.chroma.host}:{settings.chroma.port}"
-            if settings.chroma.host
-            else f"the Chroma store in {settings.home / 'chroma'}"
-        )
-        raise StoreUnavailable(f"cannot open {where}: {err}") from err
+        raise StoreUnavailable(f"cannot open {store_name(settings)}: {err}") from err
+
+
+def store_name(settings: Settings) -> str:
+    """The store as error messages name it."""
+    if settings.chroma.host:
+        return f"the Chroma server at {settings.chroma.host}:{settings.chroma.port}"
+    return f"the Chroma store in {settings.home / 'chroma'}"
 
 
 # What SQLite says of damage the quick start-up checks do not look for.
@@ -284,8 +287,9 @@ class PaperIndex:
     @property
     def collection(self) -> Collection:
         if self._collection is None:
+            client = self.client  # raises its own StoreUnavailable
             try:
-                self._collection = self.client.get_or_create_collection(
+                self._collection = client.get_or_create_collection(
                     self.name,
                     embedding_function=None,  # we always pass vectors; the default downloads
                     metadata={
@@ -301,8 +305,28 @@ class PaperIndex:
             except BaseException as err:  # as in make_client: errors and Rust panics
                 if not self.settings.chroma.host and _DAMAGE_SIGNS.search(str(err)):
                     raise damaged_store(self.settings.home, str(err)) from err
-                raise StoreUnavailable(f"cannot open collection {self.name}: {err}") from err
+                raise StoreUnavailable(
+                    f"cannot open collection {self.name} in {store_name(self.settings)}: {err}"
+                ) from err
         return self._collection
+
+    @contextmanager
+    def reaching_store(self) -> Iterator[None]:
+        """Lost connections (a Chroma server stopped or restarting) as StoreUnavailable.
+
+        The collection handle is dropped, so once the server is back the same objects look
+        the collection up again and carry on; nothing has to be restarted.
+        """
+        import httpx
+        from chromadb.errors import NotFoundError
+
+        try:
+            yield
+        except (httpx.TransportError, ConnectionError, NotFoundError) as err:
+            self._collection = None
+            raise StoreUnavailable(
+                f"cannot reach {store_name(self.settings)}: {err or type(err).__name__}"
+            ) from err
 
     @property
     def embed_model(self) -> BaseEmbedding:
@@ -345,7 +369,8 @@ class PaperIndex:
         return self._splitter
 
     def count_chunks(self) -> int:
-        return int(self.collection.count())
+        with self.reaching_store():
+            return int(self.collection.count())
 
     # ------------------------------------------------------------------ chunking
 
@@ -401,7 +426,8 @@ class PaperIndex:
         clause: dict[str, Any] = {"chunk": 0}
         if where:
             clause = {"$and": [clause, where]}
-        got = self.collection.get(where=clause, include=["metadatas"])
+        with self.reaching_store():
+            got = self.collection.get(where=clause, include=["metadatas"])
         papers = [paper_from_metadata(dict(m)) for m in got["metadatas"] or []]
         return sorted(papers, key=lambda p: p.id)
 
@@ -723,7 +749,8 @@ class PaperIndex:
         from llama_index.core.schema import MetadataMode, TextNode
         from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-        got = self.collection.get(include=["documents", "metadatas"])
+        with self.reaching_store():
+            got = self.collection.get(include=["documents", "metadatas"])
         nodes: list[BaseNode] = []
         for cid, doc, meta in zip(
             got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
@@ -799,12 +826,13 @@ class PaperIndex:
             return []
         vector = self.query_model.get_query_embedding(query)
         n = min(self.count_chunks(), max(k * 4, 20))
-        got: Any = self.collection.query(
-            query_embeddings=[vector],  # type: ignore[arg-type]
-            n_results=n,
-            where=where,
-            include=["metadatas", "documents", "distances"],
-        )
+        with self.reaching_store():
+            got: Any = self.collection.query(
+                query_embeddings=[vector],  # type: ignore[arg-type]
+                n_results=n,
+                where=where,
+                include=["metadatas", "documents", "distances"],
+            )
         best: dict[str, tuple[float, str]] = {}
         for meta, doc, dist in zip(
             got["metadatas"][0],

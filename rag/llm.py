@@ -7,11 +7,15 @@
 
 from __future__ import annotations
 
+import email.utils
+import math
 import os
+import random
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rag.models import ensure_model
@@ -24,6 +28,26 @@ if TYPE_CHECKING:
 
 class BackendError(RuntimeError):
     """The LLM failed (after retries); the caller falls back to an extractive answer."""
+
+
+class AnswerCutOff(BackendError):
+    """The model's reply stopped part way (the stream broke, stalled or ended unfinished).
+
+    Not retried: its first part has already been shown, and a retry would pay for the whole
+    generation again; the caller falls back to an extractive answer and says why.
+    """
+
+
+# A question waits at most this long on an endpoint's Retry-After; asked to wait longer, it
+# gives up at once and the extractive answer is shown instead of a spinner.
+MAX_RETRY_AFTER = 10.0
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 4.0
+_RETRY_STATUS = {408, 409, 429}
+
+
+class _Unfinished(Exception):
+    """The endpoint closed the stream before the model said it had finished."""
 
 
 class Backend(Protocol):
@@ -43,12 +67,25 @@ def chatml(messages: Sequence[ChatMessage]) -> str:
 
 @dataclass
 class LlamaIndexBackend:
-    """Any LlamaIndex LLM, streamed through its chat interface."""
+    """Any LlamaIndex LLM, streamed through its chat interface.
+
+    `retries` failed requests are retried with jittered exponential backoff (or after the
+    endpoint's Retry-After, when that is at most MAX_RETRY_AFTER seconds), but only while
+    nothing of the reply has been received. With `check_finish`, a stream that ends without
+    a finish_reason (an OpenAI stream cut before its last chunk and `[DONE]`) is a failure.
+    After a failure, questions skip the backend for `cooldown` seconds (or as long as the
+    endpoint asked): with the endpoint down, every user would otherwise wait out all the
+    retries, and a follow-up twice (its rewrite and its answer).
+    """
 
     name: str
     model: str
     llm: LLM
     lock: AbstractContextManager[Any]
+    retries: int = 0
+    check_finish: bool = False
+    cooldown: float = 0.0
+    _down: tuple[float, str] | None = field(default=None, init=False, repr=False)
 
     def stream(self, system: str, user: str) -> Iterator[str]:
         from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -57,16 +94,87 @@ class LlamaIndexBackend:
             ChatMessage(role=MessageRole.SYSTEM, content=system),
             ChatMessage(role=MessageRole.USER, content=user),
         ]
+        down = self._down
+        if down is not None and time.monotonic() < down[0]:
+            raise BackendError(f"{down[1]}; not asked again for {down[0] - time.monotonic():.0f}s")
         # One llama.cpp context cannot serve two generations at once; the endpoint can.
         with self.lock:
-            try:
-                for chunk in self.llm.stream_chat(messages):
-                    if chunk.delta:
-                        yield chunk.delta
-            except BackendError:
-                raise
-            except Exception as err:  # the client raises many kinds; all mean "no answer"
-                raise BackendError(f"{self.name} backend failed: {_describe(err)}") from err
+            for attempt in range(self.retries + 1):
+                received = False
+                finished = not self.check_finish
+                try:
+                    for chunk in self.llm.stream_chat(messages):
+                        finished = finished or _has_finish_reason(chunk.raw)
+                        if chunk.delta:
+                            received = True
+                            yield chunk.delta
+                    if not finished:
+                        raise _Unfinished("the stream ended before the model finished")
+                    self._down = None
+                    return
+                except Exception as err:  # the client raises many kinds; all mean "no answer"
+                    if received:
+                        why = str(err) if isinstance(err, _Unfinished) else _describe(err)
+                        raise AnswerCutOff(f"{self.name} backend: {why}") from err
+                    asked = _asked_wait(err)
+                    wait = _retry_wait(err, attempt, self.retries, asked)
+                    if wait is None:
+                        tries = f" after {attempt + 1} attempts" if attempt else ""
+                        why = ""
+                        if asked is not None and asked > MAX_RETRY_AFTER:
+                            why = f" (the endpoint asks to wait {asked:.0f}s)"
+                        message = f"{self.name} backend failed{tries}: {_describe(err)}{why}"
+                        rest = max(self.cooldown, asked or 0.0) if self.cooldown else 0.0
+                        if rest:
+                            self._down = (time.monotonic() + rest, message)
+                        raise BackendError(message) from err
+                    time.sleep(wait)
+
+
+def _has_finish_reason(raw: Any) -> bool:
+    """Whether an OpenAI stream chunk is the model's last (it carries a finish_reason)."""
+    return any(getattr(c, "finish_reason", None) for c in getattr(raw, "choices", None) or ())
+
+
+def _retry_wait(err: Exception, attempt: int, retries: int, asked: float | None) -> float | None:
+    """Seconds to wait before retrying `err`, or None to give up."""
+    import httpx
+    import openai
+
+    if isinstance(err, openai.APIStatusError):
+        retryable = err.status_code in _RETRY_STATUS or err.status_code >= 500
+    else:
+        retryable = isinstance(err, openai.APIConnectionError | httpx.TransportError | _Unfinished)
+    if not retryable or attempt >= retries or (asked is not None and asked > MAX_RETRY_AFTER):
+        return None
+    if asked is not None:
+        return max(asked, 0.0)
+    return min(BACKOFF_FIRST * 2**attempt, BACKOFF_MAX) * random.uniform(0.5, 1.0)
+
+
+def _asked_wait(err: Exception) -> float | None:
+    """The wait an error response asks for in its Retry-After, if any."""
+    import openai
+
+    return _retry_after(err.response.headers) if isinstance(err, openai.APIStatusError) else None
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            when = email.utils.parsedate_tz(value)
+            if when is None:
+                continue
+            seconds = email.utils.mktime_tz(when) - time.time()
+        if math.isfinite(seconds):
+            return seconds
+    return None
 
 
 def _describe(err: Exception) -> str:
@@ -102,7 +210,9 @@ def make_backend(settings: LLMSettings) -> Backend:
         settings.max_tokens,
         settings.temperature,
         settings.timeout,
+        settings.connect_timeout,
         settings.retries,
+        settings.cooldown,
     )
     with _CACHE_LOCK:
         if key not in _CACHE:
@@ -140,8 +250,17 @@ def _openai(settings: LLMSettings) -> Backend:
 
     if not settings.base_url:
         raise BackendError("RAG_LLM=openai needs RAG_LLM_BASE_URL (e.g. http://127.0.0.1:8080/v1)")
+
+    class _OpenAILike(OpenAILike):
+        def _get_credential_kwargs(self, is_async: bool = False) -> dict[str, Any]:
+            # Without a timeout of its own the OpenAI client uses the http client's, which
+            # has the short connect timeout (a float here would apply to every phase).
+            kwargs = super()._get_credential_kwargs(is_async)
+            kwargs.pop("timeout", None)
+            return kwargs
+
     timeout = httpx.Timeout(settings.timeout, connect=settings.connect_timeout)
-    llm = OpenAILike(  # type: ignore[call-arg]  # http_client is an OpenAI init argument
+    llm = _OpenAILike(  # type: ignore[call-arg]  # http_client is an OpenAI init argument
         model=settings.model or "default",
         api_base=settings.base_url,
         api_key=settings.api_key.get_secret_value(),
@@ -149,19 +268,22 @@ def _openai(settings: LLMSettings) -> Backend:
         context_window=settings.n_ctx,
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,
-        # The OpenAI client retries connection errors, 408/409/429 and 5xx with jittered
-        # exponential backoff, at most `retries` times.
-        max_retries=settings.retries,
+        # LlamaIndexBackend retries, not the client: the client's own retries would honour a
+        # Retry-After of up to two minutes, and cannot tell a reply cut off part way.
+        max_retries=0,
         timeout=settings.timeout,
         http_client=httpx.Client(timeout=timeout),
     )
     # Requests are independent: no lock needed, so a dummy one that is never contended.
-    return _Unlocked("openai", settings.model or "default", llm)
-
-
-class _Unlocked(LlamaIndexBackend):
-    def __init__(self, name: str, model: str, llm: LLM) -> None:
-        super().__init__(name, model, llm, _NoLock())
+    return LlamaIndexBackend(
+        "openai",
+        settings.model or "default",
+        llm,
+        _NoLock(),
+        retries=settings.retries,
+        check_finish=True,
+        cooldown=settings.cooldown,
+    )
 
 
 class _NoLock(AbstractContextManager[None]):

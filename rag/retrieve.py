@@ -239,6 +239,7 @@ class Retriever:
         self._capitalised: dict[str, set[str]] = {}  # "Stochastax", "IPVRM" -> paper ids
         self._bm25: Any = None
         self._vector_index: Any = None
+        self._vector_collection: Any = None  # the collection handle _vector_index reads
 
     # ------------------------------------------------------------------ loading
 
@@ -256,7 +257,10 @@ class Retriever:
         with self._lock:
             if self._loaded:
                 return
-            for p in self.index.papers():
+            # Both reads first: a store lost half way must not leave tables half filled.
+            papers = self.index.papers()
+            bm25 = self.index.load_bm25()
+            for p in papers:
                 self.papers[p.id] = p
                 for alias in p.aliases:
                     self._aliases[alias] = p.id
@@ -277,7 +281,7 @@ class Retriever:
                     area, _, sub = track.partition(" · ")
                     parts = [p for p in (_tokens(track), _tokens(area), _tokens(sub)) if p]
                     self._track_parts.append((track, parts))
-            self._bm25 = self.index.load_bm25()
+            self._bm25 = bm25
             self._loaded = True
 
     @staticmethod
@@ -290,11 +294,13 @@ class Retriever:
 
     @property
     def vector_index(self) -> Any:
-        if self._vector_index is None:
+        # A new handle means the index reconnected (after a lost Chroma server).
+        if self._vector_index is None or self._vector_collection is not self.index.collection:
             from llama_index.core import VectorStoreIndex
             from llama_index.vector_stores.chroma import ChromaVectorStore
 
-            store = ChromaVectorStore(chroma_collection=self.index.collection)
+            self._vector_collection = self.index.collection
+            store = ChromaVectorStore(chroma_collection=self._vector_collection)
             self._vector_index = VectorStoreIndex.from_vector_store(
                 store, embed_model=self.index.query_model
             )
@@ -587,10 +593,12 @@ class Retriever:
                     )
                 ]
             )
-        retriever = self.vector_index.as_retriever(similarity_top_k=depth, filters=filters)
+        with self.index.reaching_store():
+            retriever = self.vector_index.as_retriever(similarity_top_k=depth, filters=filters)
+            nodes = retriever.retrieve(query)
         return _best_per_paper(
             (str(n.node.metadata["paper_id"]), float(n.score or 0.0), n.node.get_content())
-            for n in retriever.retrieve(query)
+            for n in nodes
         )
 
     def _sparse(

@@ -145,13 +145,25 @@ class LLMSettings(_Section):
         default=SecretStr("not-needed"), description="API key for the endpoint."
     )
     timeout: float = Field(
-        default=60.0, gt=0, description="Seconds one request to the endpoint may take."
+        default=60.0,
+        gt=0,
+        description="Seconds to wait for the endpoint's reply, and for each next token of it.",
     )
     connect_timeout: float = Field(
         default=3.0, gt=0, description="Seconds to wait for the endpoint to accept a connection."
     )
     retries: int = Field(
-        default=2, ge=0, le=6, description="Retries (jittered backoff) after a failed request."
+        default=2,
+        ge=0,
+        le=6,
+        description="Retries (jittered backoff) of a request that failed before any reply.",
+    )
+    cooldown: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="Seconds after the endpoint failed in which questions do not call it "
+        "(0: always call).",
     )
     max_tokens: int = Field(default=220, ge=16, le=4096, description="Longest answer, in tokens.")
     temperature: float = Field(
@@ -191,7 +203,7 @@ class UISettings(_Section):
         description="Questions answered at once (a local model answers one at a time).",
     )
     max_queue: int = Field(
-        default=16, ge=1, le=1000, description="Questions waiting before the page says busy."
+        default=32, ge=1, le=1000, description="Questions waiting before the page says busy."
     )
     max_upload_mb: float = Field(
         default=50.0, gt=0, le=2048, description="Largest file the page accepts for upload."

@@ -21,7 +21,7 @@ import gradio as gr
 from rag.answer import Answer, Answerer, clean_text
 from rag.chat import Conversation
 from rag.corpus import SUPPORTED_SUFFIXES
-from rag.index import PaperIndex
+from rag.index import IndexError_, PaperIndex
 from rag.retrieve import Retriever
 from rag.settings import Settings  # sets GRADIO_ANALYTICS_ENABLED=False before gradio loads
 from rag.verify import split_sentences
@@ -286,7 +286,12 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                     history[-1]["content"] = _md("".join(streamed)) + " ▌"
                     yield history, conv, gr.skip(), gr.skip(), ""
             if "error" in result:
-                history[-1]["content"] = f"⚠️ Something went wrong: {_md(str(result['error']))}"
+                error = result["error"]
+                if isinstance(error, IndexError_):  # e.g. the Chroma server is down
+                    text = f"⚠️ The index is unavailable, try again shortly: {_md(str(error))}"
+                else:
+                    text = f"⚠️ Something went wrong: {_md(str(error))}"
+                history[-1]["content"] = text
                 yield history, conv, gr.skip(), gr.skip(), ""
                 return
             answer = result["answer"]

@@ -1,0 +1,153 @@
+"""A Chroma server that goes away and comes back: a clear error, then answers again.
+
+The server is a real `chroma run` serving a copy of the seed index's store, stopped and
+started again on the same port with the same data while the same objects stay alive.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rag.answer import Answerer
+from rag.index import PaperIndex, StoreUnavailable
+from rag.retrieve import Retriever
+from rag.settings import ChromaSettings, LLMSettings, Settings, UISettings
+from ui.app import launch
+
+from .conftest import free_port, run_cli
+from .test_ui import client, last_text
+
+QUESTION = "Which papers use sparse autoencoders?"
+
+
+class ChromaServer:
+    """`chroma run` on a fixed port and data folder, that can be stopped and started."""
+
+    def __init__(self, path: Path, port: int) -> None:
+        self.path, self.port = path, port
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = path.parent / "chroma-server.log"
+
+    def start(self) -> None:
+        exe = Path(sys.executable).with_name("chroma")
+        args = ["run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)]
+        with self.log.open("a") as log:
+            self.proc = subprocess.Popen(
+                [str(exe), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                url = f"http://127.0.0.1:{self.port}/api/v2/heartbeat"
+                urllib.request.urlopen(url, timeout=1).read()
+                return
+            except OSError as err:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"chroma run did not start: {self.log.read_text()}") from err
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+@pytest.fixture
+def server_settings(seed_home: Path, tmp_path: Path) -> Iterator[tuple[Settings, ChromaServer]]:
+    """The seed index, its Chroma store served by a server this test may stop and start."""
+    home = tmp_path / "home"
+    shutil.copytree(seed_home, home)
+    server = ChromaServer(home / "chroma", free_port())
+    server.start()
+    settings = Settings(
+        home=home,
+        chroma=ChromaSettings(host="127.0.0.1", port=server.port),
+        llm=LLMSettings(backend="extractive"),
+        ui=UISettings(port=free_port()),
+    )
+    try:
+        yield settings, server
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_lost_chroma_server_is_a_clear_error_and_recovery_needs_no_restart(
+    server_settings: tuple[Settings, ChromaServer],
+) -> None:
+    settings, server = server_settings
+    where = f"127.0.0.1:{server.port}"
+    answerer = Answerer(Retriever(PaperIndex(settings)), settings)
+    page = launch(settings, block=False)
+    try:
+        chat = client(f"http://127.0.0.1:{settings.ui.port}/")
+
+        def ask_page() -> str:
+            history, _, _ = chat.predict(
+                QUESTION, [], "All tracks", "", "extractive", api_name="/ask"
+            )
+            return last_text(history)
+
+        assert "TimeSAE" in answerer.ask(QUESTION).text
+        assert "TimeSAE" in ask_page()
+
+        server.stop()
+        with pytest.raises(StoreUnavailable, match=f"Chroma server at {where}"):
+            answerer.ask(QUESTION)
+        shown = ask_page()
+        assert "index is unavailable" in shown and where in shown
+        assert "Traceback" not in shown
+        done = run_cli("rag.ask", QUESTION, env=settings_env(settings))
+        assert done.returncode == 3, done.stderr
+        assert (
+            done.stderr.startswith("error: cannot") and f"Chroma server at {where}" in done.stderr
+        )
+        assert "Traceback" not in done.stderr and done.stdout == ""
+
+        server.start()  # same port, same data; nothing on this side is rebuilt
+        assert "TimeSAE" in answerer.ask(QUESTION).text
+        assert "TimeSAE" in ask_page()
+    finally:
+        page.close()
+
+
+def test_store_down_before_first_question_is_a_clear_error(
+    server_settings: tuple[Settings, ChromaServer],
+) -> None:
+    settings, server = server_settings
+    index = PaperIndex(settings)
+    assert index.count_chunks() > 0
+    server.stop()
+    retriever = Retriever(index)  # loads its tables on the first question
+    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{server.port}"):
+        retriever.retrieve(QUESTION)
+    server.start()
+    assert retriever.retrieve(QUESTION).hits
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    assert settings.chroma.host is not None
+    return {
+        "RAG_HOME": str(settings.home),
+        "RAG_CHROMA_HOST": settings.chroma.host,
+        "RAG_CHROMA_PORT": str(settings.chroma.port),
+        "RAG_LLM": "extractive",
+    }
