@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import socket
@@ -91,3 +92,14 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+def gzip_bomb(path: Path, size: int, fill: bytes = b"\0") -> Path:
+    """A .gz that expands to `size` bytes of `fill`: one 16 MB member, repeated (gzip readers
+    join members), so a 2 GB bomb takes a fraction of a second to make and ~2 MB on disk."""
+    block = 16 * 1024 * 1024
+    member = gzip.compress(fill * (block // len(fill)), compresslevel=9)
+    with path.open("wb") as f:
+        for _ in range(max(size // block, 1)):
+            f.write(member)
+    return path

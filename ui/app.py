@@ -19,7 +19,12 @@ import gradio as gr
 
 from rag.answer import Answer, Answerer, clean_text
 from rag.chat import Conversation
-from rag.corpus import SUPPORTED_SUFFIXES
+from rag.corpus import (
+    DEFAULT_MAX_ABSTRACT_CHARS,
+    DEFAULT_MAX_FILE_BYTES,
+    SUPPORTED_SUFFIXES,
+    check_file,
+)
 from rag.index import PaperIndex
 from rag.retrieve import Retriever
 from rag.settings import Settings  # sets GRADIO_ANALYTICS_ENABLED=False before gradio loads
@@ -343,7 +348,13 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
         ) -> tuple[str, str, Any, Any]:
             if not paths:
                 return "Choose one or more files first.", gr.skip(), gr.skip(), gr.skip()
-            accepted, refused = check_uploads(paths, settings.ui.max_upload_mb, service.uploads)
+            accepted, refused = check_uploads(
+                paths,
+                settings.ui.max_upload_mb,
+                service.uploads,
+                settings.ingest.max_file_bytes,
+                settings.ingest.max_abstract_chars,
+            )
             lines = [f"- refused **{_md(name)}**: {_md(why)}" for name, why in refused]
             if accepted:
                 progress(0, desc="embedding")
@@ -376,9 +387,14 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
 
 
 def check_uploads(
-    paths: list[str], max_mb: float, store: Path
+    paths: list[str],
+    max_mb: float,
+    store: Path,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS,
 ) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Uploads that pass the allow-list and size cap, copied under RAG_HOME/uploads."""
+    """Uploads that pass the allow-list, the size cap and a streamed read (so a gzip bomb or
+    an endless line is refused before ingest holds it), copied under RAG_HOME/uploads."""
     accepted, refused = [], []
     store.mkdir(parents=True, exist_ok=True)
     for raw in paths:
@@ -391,7 +407,12 @@ def check_uploads(
         if size > max_mb * 1024 * 1024:
             refused.append((name, f"{size / 1e6:.1f} MB is over the {max_mb:g} MB limit"))
             continue
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        why = check_file(path, max_file_bytes, max_abstract_chars)
+        if why:
+            refused.append((name, why))
+            continue
+        with path.open("rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()[:16]
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[-80:]
         target = store / f"{digest}-{safe}"
         shutil.copyfile(path, target)
