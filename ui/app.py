@@ -135,19 +135,24 @@ def sources_html(answer: Answer | None) -> str:
     for src in answer.sources:
         p = src.paper
         abstract = _highlight(p.abstract, support.get(src.n, []))
-        track = f" · {html.escape(p.track)}" if p.track else ""
+        track = f" · {_html(p.track)}" if p.track else ""
         title = (
-            f"<div class='source-meta'>{html.escape(p.title)}</div>"
+            f"<div class='source-meta'>{_html(p.title)}</div>"
             if p.title and (p.title != p.display_name)
             else ""
         )
         cards.append(
             f"<details class='source-card' id='src-{src.n}'>"
-            f"<summary>[{src.n}] {html.escape(p.display_name)}</summary>{title}"
-            f"<div class='source-meta'>{html.escape(p.authors_text)}{track}</div>"
+            f"<summary>[{src.n}] {_html(p.display_name)}</summary>{title}"
+            f"<div class='source-meta'>{_html(p.authors_text)}{track}</div>"
             f"<p>{abstract}</p></details>"
         )
     return "\n".join(cards)
+
+
+def _html(text: str) -> str:
+    """A field of a source as HTML text: its markup taken out, then what is left escaped."""
+    return html.escape(clean_text(text))
 
 
 def _highlight(abstract: str, evidence: list[str]) -> str:
@@ -315,7 +320,9 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                     continue
                 hay = f"{p.display_name} {p.title} {' '.join(p.authors)} {p.abstract}".casefold()
                 if all(w in hay for w in want):
-                    rows.append([p.id, p.display_name, p.authors_text, p.track])
+                    rows.append(
+                        [p.id, clean_text(p.display_name), clean_text(p.authors_text), p.track]
+                    )
                     if len(rows) == BROWSE_ROWS:
                         break  # a conference's worth of rows would stall the page; filter
             return rows
@@ -330,8 +337,8 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                 return "That paper is no longer indexed.", ""
             hits = service.index.dense_search(paper.abstract, k=6)
             items = "".join(
-                f"<li><b>{html.escape(h.paper.display_name)}</b> — "
-                f"{html.escape(h.paper.authors_text)} ({h.score:.2f})</li>"
+                f"<li><b>{_html(h.paper.display_name)}</b> — "
+                f"{_html(h.paper.authors_text)} ({h.score:.2f})</li>"
                 for h in hits
                 if h.paper.id != paper.id
             )[:20000]
