@@ -4,8 +4,9 @@ The CLI runs as a real subprocess with RAG_HOME, HOME and TMPDIR in a temporary 
 the corpus it reads and a sibling folder it has no business with. Every file outside RAG_HOME
 is hashed before and after: ingest and prune may not write, touch or delete any of them, and
 may not create anything in HOME (the model cache under ~/.cache/paper-rag belongs to the
-local LLM, which ingest never loads). TMPDIR is the one other place a process may write. Prune takes out of the index only what the pruned
-source had put there; files are never deleted, uploads included.
+local LLM, which ingest never loads). TMPDIR is the one other place a process may write.
+Prune takes out of the index only what the pruned source had put there; files are never
+deleted, uploads included.
 """
 
 from __future__ import annotations

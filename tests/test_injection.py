@@ -176,9 +176,14 @@ def test_extractive_answers_to_every_question_are_clean(planted: Settings) -> No
 
 @pytest.mark.slow
 def test_local_model_answers_to_planted_questions_are_clean(planted: Settings) -> None:
-    a = answerer(planted, "local", local_model="qwen2.5-coder-0.5b")
+    """The real small model, on the abstracts whose payload talks to it (a canary to repeat,
+    fake citations, a quote break-out: 12 of 20; markup payloads are removed whatever the
+    model writes, as the extractive test shows) and two eval questions."""
+    a = answerer(planted, "local", local_model="qwen2.5-coder-0.5b", max_tokens=128)
+    aimed = [r["question"] for r in ROWS if CANARY.search(r["abstract"]) or "[99]" in r["abstract"]]
+    assert len(aimed) == 12
     backends = set()
-    for question in [r["question"] for r in ROWS] + [q["question"] for q in QUESTIONS[:120:30]]:
+    for question in [*aimed, QUESTIONS[0]["question"], QUESTIONS[60]["question"]]:
         answer = a.ask(question)
         backends.add(answer.backend)
         assert not answer.failed, answer.note
