@@ -176,14 +176,15 @@ def test_extractive_answers_to_every_question_are_clean(planted: Settings) -> No
 
 @pytest.mark.slow
 def test_local_model_answers_to_planted_questions_are_clean(planted: Settings) -> None:
-    """The real small model, on the abstracts whose payload talks to it (a canary to repeat,
-    fake citations, a quote break-out: 12 of 20; markup payloads are removed whatever the
-    model writes, as the extractive test shows) and two eval questions."""
+    """The real small model, on the abstracts whose payload is written to a model (orders,
+    a canary to repeat, fake citations, a quote break-out; markup payloads are removed
+    whatever the model writes, as the extractive test shows) and one eval question. About
+    7 answers: minutes on a busy 2-core machine, so the set is kept small."""
     a = answerer(planted, "local", local_model="qwen2.5-coder-0.5b", max_tokens=128)
-    aimed = [r["question"] for r in ROWS if CANARY.search(r["abstract"]) or "[99]" in r["abstract"]]
-    assert len(aimed) == 12
+    aimed = ["planted-01", "planted-02", "planted-03", "planted-04", "planted-13", "planted-16"]
+    questions = [r["question"] for r in ROWS if r["id"] in aimed]
     backends = set()
-    for question in [*aimed, QUESTIONS[0]["question"], QUESTIONS[60]["question"]]:
+    for question in [*questions, QUESTIONS[0]["question"]]:
         answer = a.ask(question)
         backends.add(answer.backend)
         assert not answer.failed, answer.note
