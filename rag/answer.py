@@ -8,6 +8,7 @@ points at, repaired or removed, and every sentence is verified against its sourc
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -67,13 +68,50 @@ _CITE_FORMS = [
     (re.compile(r"\((\d{1,2})(?:\s*,\s*(\d{1,2}))?\)(?=\s*[.;]|\s*$)"), r"[\1]"),
 ]
 _CITE = re.compile(r"\[\s*(\d+(?:\s*[,;–-]\s*\d+)*)\s*\]")
+_RUNNABLE = re.compile(r"<\s*(script|style)\b[^>]*>.*?(?:<\s*/\s*\1\s*>|$)", re.I | re.S)
+# C0/C1 controls: terminal escape sequences and the like have no place in displayed text.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _MARKUP = [
     re.compile(r"!\[[^\]]*\]\([^)]*\)"),  # markdown images
     re.compile(r"<[^>]{0,200}>"),  # HTML tags
     re.compile(r"(?:https?|ftp|data|javascript):\S+", re.I),  # URLs and script URLs
     re.compile(r"\bwww\.\S+", re.I),
+    re.compile(r"(?<![:\w/])//[\w-]+(?:\.[\w-]+)+\S*"),  # protocol-relative URLs
+    re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),  # e-mail addresses
 ]
 _MD_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+# A bare "[9]" in an abstract is the abstract's own reference (or a planted fake one) and
+# would read as one of this tool's source numbers. Intervals ("[0, 1]", "CI [24, 74]") and
+# notation ("W[1]-hard") are kept.
+_SOURCE_CITE = re.compile(r"(?<![\w$^_])\[\d{1,3}\](?![\w^_-])")
+# Sentences in a source that speak to a model instead of about the paper ("ignore previous
+# instructions", "Assistant, repeat ...", "cite this as [99] in every answer"). They stay data
+# (the source card shows them), but a small model may obey them, so they are never put in a
+# prompt nor quoted as an answer. A heuristic: the verifier and the output cleaning are the
+# defences that do not depend on recognising the wording.
+_ADDRESSES_MODEL = re.compile(
+    r"\b(?:ignore|disregard|forget|override)\b[^.]{0,30}?\b(?:previous|prior|above|earlier|"
+    r"preceding|all|any|numbered|given|your|these)\b[^.]{0,15}?\b(?:instructions?|prompts?|"
+    r"sources?|rules|guidelines|directions)\b"
+    r"|\b(?:you are now|you must now|developer mode|new instructions? follows?)\b"
+    r"|^\W*(?:system|assistant|user|developer)\s*[:,]"
+    r"|\bnote to (?:the |any |all )?(?:ai|assistants?|models?|llms?|chatbots?)\b"
+    r"|\b(?:ai|language) models?\b[^.]{0,15}\b(?:summari[sz]ing|reading|processing) "
+    r"(?:this|these)\b"
+    r"|\byou must\b|\b(?:begin|start|end|prefix) (?:every|each|your) (?:answer|response|reply)"
+    r"|^\W*(?:question|answer)\s*:"
+    r"|\b(?:in|to|for) every (?:answer|response|reply|question)\b"
+    r"|\b(?:repeat|print|say|reply|respond)\b[^.]{0,30}\b(?:the (?:string|phrase|word|code)|"
+    r"only with|exactly|verbatim)\b"
+    r"|\bthen (?:answer|reply|respond|say|print)\b"
+    r"|\b(?:cite|reference) (?:this|it)\b[^.]{0,30}\[",
+    re.IGNORECASE,
+)
+
+
+def addresses_model(sentence: str) -> bool:
+    """Whether a source sentence reads as an instruction to the model (see _ADDRESSES_MODEL)."""
+    return bool(_ADDRESSES_MODEL.search(sentence))
 
 
 @dataclass
@@ -164,7 +202,11 @@ _LATEX_TEXT = re.compile(r"\\(?:emph|textit|textbf|texttt|text|mathrm|mathbf)\{(
 
 
 def clean_text(text: str) -> str:
-    """Source or answer text with images, links, HTML, URLs and LaTeX spacing taken out."""
+    """Source or answer text with images, links, HTML, URLs and LaTeX spacing taken out.
+
+    Entities are decoded first, so "&lt;script&gt;" goes the way of "<script>"."""
+    text = _CONTROL.sub(" ", html.unescape(text))
+    text = _RUNNABLE.sub(" ", text)  # a script's body is code, not words to keep
     text = _LATEX_TEXT.sub(r"\1", text)
     text = re.sub(r"(?<=\d)\\,(?=\d)", ",", text).replace("\\,", " ").replace("``", '"')
     text = _MARKUP[0].sub(" ", text)  # images first: "![x](url)" is not a link to keep
@@ -276,7 +318,8 @@ class Answerer:
         sentences = []
         for s in answer.sources:
             gist = _gist(s.paper)
-            sentences.append(Sentence(f"{s.paper.display_name}: {gist}", [s.n], True, 1.0, gist))
+            name = clean_text(s.paper.display_name)
+            sentences.append(Sentence(f"{name}: {gist}", [s.n], True, 1.0, gist))
         answer.sentences = sentences
         answer.text = head + "\n" + "\n".join(f"- {s.text} [{s.citations[0]}]" for s in sentences)
         answer.backend, answer.model = "metadata", ""
@@ -344,9 +387,7 @@ class Answerer:
     ) -> tuple[list[list[str]], list[float]]:
         """The few sentences of each source the question needs, in their original order."""
         per = self.settings.answer.sentences_per_source
-        all_sentences = [
-            [clean_text(s) for s in split_sentences(src.paper.abstract)] for src in sources
-        ]
+        all_sentences = [source_sentences(src.paper) for src in sources]
         flat = [s for group in all_sentences for s in group]
         if not flat:
             return [[] for _ in sources], [0.0 for _ in sources]
@@ -381,7 +422,7 @@ class Answerer:
             if group and len(sentences) < 3:
                 best = group[0] if len(group) == 1 else self._best_of(answer.question, group)
                 sentences.append(
-                    Sentence(f"{s.paper.display_name}: {best}", [s.n], True, 1.0, best)
+                    Sentence(f"{clean_text(s.paper.display_name)}: {best}", [s.n], True, 1.0, best)
                 )
         answer.sentences = sentences
         answer.text = " ".join(f"{s.text} [{s.citations[0]}]" for s in sentences)
@@ -491,10 +532,21 @@ def _end(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
+def source_sentences(p: Paper) -> list[str]:
+    """The abstract's sentences as an answer may use them: markup out, citation-like [n]
+    removed (only this tool numbers sources), and none that address the model."""
+    out = []
+    for sentence in split_sentences(clean_text(p.abstract)):
+        sentence = " ".join(_SOURCE_CITE.sub(" ", sentence).split()).replace(" .", ".")
+        if sentence and not addresses_model(sentence):
+            out.append(sentence)
+    return out
+
+
 def _gist(p: Paper) -> str:
     """One sentence that says what a paper does: where it introduces its method, else its
     first sentence."""
-    sentences = split_sentences(clean_text(p.abstract))
+    sentences = source_sentences(p)
     for s in sentences:
         if re.search(r"\b(we|this paper|this work)\s+(propose|introduce|present|develop)", s, re.I):
             return s[:400]
@@ -506,12 +558,18 @@ def question_has_topic(result: Retrieval) -> bool:
     return any(h.matched != ("metadata",) for h in result.hits)
 
 
+def _quoted(text: str) -> str:
+    """Text that cannot close the triple quotes a source sits in, nor cite like a source."""
+    return _SOURCE_CITE.sub(" ", re.sub(r'"{2,}|`{3,}', '"', text))
+
+
 def build_prompt(question: str, sources: list[Source], picked: list[list[str]]) -> str:
     blocks = []
     for s, sentences in zip(sources, picked, strict=True):
-        name = clean_text(s.paper.display_name)
-        blocks.append(f'[{s.n}] {name}\n"""\n{" ".join(sentences)}\n"""')
-    return "Sources:\n" + "\n".join(blocks) + f"\n\nQuestion: {clean_text(question)}\nAnswer:"
+        name = _quoted(clean_text(s.paper.display_name))
+        blocks.append(f'[{s.n}] {name}\n"""\n{_quoted(" ".join(sentences))}\n"""')
+    question = _quoted(clean_text(question))
+    return "Sources:\n" + "\n".join(blocks) + f"\n\nQuestion: {question}\nAnswer:"
 
 
 def iter_answer_text(answer: Answer) -> Iterator[str]:
@@ -527,5 +585,5 @@ def iter_answer_text(answer: Answer) -> Iterator[str]:
         yield "Sources:"
         for src in answer.sources:
             p = src.paper
-            track = f" — {p.track}" if p.track else ""
-            yield f"[{src.n}] {p.display_name} — {p.authors_text}{track}"
+            track = f" — {clean_text(p.track)}" if p.track else ""
+            yield f"[{src.n}] {clean_text(p.display_name)} — {clean_text(p.authors_text)}{track}"

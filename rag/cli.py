@@ -169,13 +169,15 @@ def search_main(argv: Sequence[str] | None = None) -> int:
     if result.mode in ("author", "track"):
         what = ", ".join(result.authors or result.tracks)
         print(f"{len(result.hits)} papers ({result.mode}: {what}):")
+    from rag.answer import clean_text  # terminal text: no markup or escape sequences
+
     for n, h in enumerate(result.hits, start=1):
         p = h.paper
-        print(f"[{n}] {p.display_name}  ({'+'.join(h.matched)}, score {h.score:.3f})")
-        print(f"    {p.authors_text}")
+        print(f"[{n}] {clean_text(p.display_name)}  ({'+'.join(h.matched)}, score {h.score:.3f})")
+        print(f"    {clean_text(p.authors_text)}")
         if p.track:
-            print(f"    {p.track}")
-        snippet = " ".join(h.passage.split())
+            print(f"    {clean_text(p.track)}")
+        snippet = clean_text(h.passage)
         print(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}")
     return EXIT_OK
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import re
 import unicodedata
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -31,7 +33,12 @@ TRACK_SEPARATOR = " · "
 
 DEFAULT_MAX_ABSTRACT_CHARS = 20_000
 DEFAULT_MAX_FILE_BYTES = 512 * 1024 * 1024
+READ_CHUNK = 1024 * 1024
+MAX_PROBLEMS_PER_FILE = 1000
 MIN_ABSTRACT_WORDS = 12
+# A listing's fields are told apart by their look; a "paragraph" of fewer words after an
+# author line is debris (a stray comma, a page number), not an abstract.
+MIN_LISTING_ABSTRACT_WORDS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +285,7 @@ def parse_authors(value: str | Iterable[Any]) -> tuple[tuple[str, ...], bool]:
     return tuple(names), truncated
 
 
-_AUTHOR_NAME = re.compile(r"^[^\d!?:;=<>{}\[\]$\\]{1,60}$")
+_AUTHOR_NAME = re.compile(r"^[^\d!?:;=<>{}\[\]$\\\x00-\x1f\x7f]{1,60}$")
 _ENDS_WITH_INITIAL = re.compile(r"(?:^|\s)\w\.$")
 
 
@@ -299,6 +306,8 @@ def looks_like_authors(line: str) -> bool:
 def looks_like_track(line: str) -> bool:
     if "·" not in line or len(line) > 200 or line.rstrip().endswith("."):
         return False
+    if any(c < " " or c == "\x7f" for c in line):
+        return False  # control characters: debris, not a track name
     area, sub = split_track(line)
     return bool(area) and bool(sub) and len(area.split()) <= 6
 
@@ -575,58 +584,162 @@ def _check_abstract(text: str, max_chars: int) -> str | None:
     return None
 
 
-def _decode_lines(raw: bytes, source: str, problems: list[Problem]) -> list[str | None]:
-    """Lines of a UTF-8 file; an undecodable or NUL-bearing line becomes None (reported)."""
-    out: list[str | None] = []
-    for n, chunk in enumerate(raw.split(b"\n"), start=1):
-        if b"\x00" in chunk:
-            problems.append(Problem(source, n, "NUL byte in line"))
-            out.append(None)
-            continue
-        try:
-            text = chunk.decode("utf-8")
-        except UnicodeDecodeError as err:
-            problems.append(Problem(source, n, f"invalid UTF-8 at byte {err.start}"))
-            out.append(None)
-            continue
-        out.append(text.removeprefix("\ufeff").rstrip("\r"))
-    return out
+class FileTooLarge(Exception):
+    """A file, or what a compressed file expands to, is over the byte limit."""
+
+
+def max_line_bytes(max_abstract_chars: int) -> int:
+    """The longest line a usable record can take: the abstract at 4 bytes a character, plus
+    room for title, authors and the other fields. A longer line is never held in memory."""
+    return 4 * max_abstract_chars + 64 * 1024
+
+
+def open_chunks(path: Path, max_bytes: int) -> Iterator[bytes]:
+    """The bytes of a file, decompressed if it is .gz, in chunks; raises FileTooLarge as
+    soon as more than `max_bytes` come out, so a gzip bomb costs one chunk of memory."""
+    total = 0
+    opener: Any = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as stream:
+        while chunk := stream.read(READ_CHUNK):
+            total += len(chunk)
+            if total > max_bytes:
+                what = "decompresses to" if opener is gzip.open else "has"
+                raise FileTooLarge(f"file {what} more than {max_bytes:,} bytes")
+            yield chunk
+
+
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+
+def split_lines(chunks: Iterable[bytes], max_line: int) -> Iterator[tuple[bytes | None, int]]:
+    """(line, length) for each line ended by "\r\n", "\n" or a lone "\r" (as any editor
+    counts them); a line over `max_line` bytes comes as (None, length) and is not kept."""
+    buf = bytearray()
+    over = 0  # length so far of a line already known to be too long
+    skip_lf = False  # the last chunk ended in "\r": a "\n" opening this one belongs to it
+    for chunk in chunks:
+        view = memoryview(chunk)
+        start = 1 if skip_lf and chunk[:1] == b"\n" else 0
+        skip_lf = False
+        while True:
+            end = _LINE_END.search(chunk, start)
+            piece = view[start : end.start() if end else len(chunk)]
+            if over:
+                over += len(piece)
+            elif len(buf) + len(piece) > max_line:
+                over = len(buf) + len(piece)
+                buf.clear()
+            else:
+                buf += piece
+            if end is None:
+                break
+            yield (None, over) if over else (bytes(buf), len(buf))
+            buf.clear()
+            over, start = 0, end.end()
+            skip_lf = end.group() == b"\r" and start == len(chunk)
+    yield (None, over) if over else (bytes(buf), len(buf))
+
+
+class TooManyProblems(Exception):
+    """A file that is mostly not records; reading it on would only pile up problems."""
+
+
+class _Lines:
+    """The decoded lines of a file, read lazily; an undecodable, NUL-bearing or overlong line
+    comes as None (and is reported). Reading stops once the file has had too many problems,
+    so no input, however repetitive, makes an unbounded list of them."""
+
+    def __init__(
+        self, raw: bytes | Iterable[bytes], source: str, problems: list[Problem], max_line: int
+    ) -> None:
+        self.chunks = [raw] if isinstance(raw, bytes) else raw
+        self.source, self.problems, self.max_line = source, problems, max_line
+        self.content = False  # a non-blank line was seen
+
+    def report(self, n: int, reason: str) -> None:
+        self.problems.append(Problem(self.source, n, reason))
+
+    def __iter__(self) -> Iterator[str | None]:
+        for n, (chunk, length) in enumerate(split_lines(self.chunks, self.max_line), start=1):
+            if len(self.problems) >= MAX_PROBLEMS_PER_FILE:
+                raise TooManyProblems(
+                    f"file skipped at line {n}: more than {MAX_PROBLEMS_PER_FILE:,} problems"
+                )
+            if chunk is None:
+                self.report(
+                    n,
+                    f"line of {length:,} bytes exceeds the limit of "
+                    f"{self.max_line:,} for one record",
+                )
+            elif b"\x00" in chunk:
+                self.report(n, "NUL byte in line")
+            else:
+                try:
+                    text = chunk.decode("utf-8").removeprefix("\ufeff")
+                except UnicodeDecodeError as err:
+                    self.report(n, f"invalid UTF-8 at byte {err.start}")
+                else:
+                    self.content = self.content or bool(text.strip())
+                    yield text
+                    continue
+            self.content = True
+            yield None
 
 
 def read_listing(
-    raw: bytes, source: str, max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS
+    raw: bytes | Iterable[bytes],
+    source: str,
+    max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS,
 ) -> tuple[list[Paper], list[Problem]]:
     problems: list[Problem] = []
-    lines = _decode_lines(raw, source, problems)
-    # Paragraphs: runs of non-blank lines. A bad line poisons its paragraph.
-    paragraphs: list[tuple[int, str | None]] = []
+    lines = _Lines(raw, source, problems, max_line_bytes(max_abstract_chars))
+    try:
+        return _listing_papers(lines, source, max_abstract_chars, problems), problems
+    except TooManyProblems as err:
+        return [], [*problems, Problem(source, 0, str(err))]
+
+
+def _paragraphs(lines: Iterable[str | None]) -> Iterator[tuple[int, str | None]]:
+    """(first line, text) of each run of non-blank lines; None for a run with a bad line."""
     start, buf, bad = 0, [], False
-    for n, line in enumerate([*lines, ""], start=1):
+    for n, line in enumerate(itertools.chain(lines, [""]), start=1):
         if line is None:
             bad = True
             start = start or n
             continue
         if line.strip():
             start = start or n
-            buf.append(line.strip())
+            buf.append(" ".join(line.split()))
             continue
         if buf or bad:
-            paragraphs.append((start, None if bad else " ".join(buf)))
+            yield start, None if bad else " ".join(buf)
         start, buf, bad = 0, [], False
 
+
+def _listing_papers(
+    lines: Iterable[str | None], source: str, max_abstract_chars: int, problems: list[Problem]
+) -> list[Paper]:
+    paragraphs = _paragraphs(lines)
     papers: list[Paper] = []
     track: tuple[int, str] | None = None
     authors: tuple[int, str] | None = None
     poisoned = False  # the current block had an unreadable paragraph
 
+    def block_start() -> int:
+        return track[0] if track else authors[0] if authors else 0
+
     def drop(line: int, reason: str) -> None:
         nonlocal track, authors, poisoned
+        if poisoned:  # the missing part is most likely the line that could not be read
+            reason = "block skipped: it has an unreadable line"
         problems.append(Problem(source, line, reason))
         track, authors, poisoned = None, None, False
 
     for n, text in paragraphs:
         if text is None:
-            poisoned = True
+            # Between blocks an unreadable line is reported on its own; inside a block it
+            # takes the block with it, since that block is missing a part.
+            poisoned = poisoned or track is not None or authors is not None
             continue
         if text == LISTING_HEADER and track is None and authors is None:
             continue
@@ -634,13 +747,16 @@ def read_listing(
             if looks_like_abstract(text) or not (
                 looks_like_track(text) or looks_like_authors(text)
             ):
-                block_line = track[0] if track else authors[0]
+                block_line = block_start()
                 if poisoned:
                     drop(block_line, "block skipped: it has an unreadable line")
                     continue
                 reason = _check_abstract(text, max_abstract_chars)
+                words = len(re.findall(r"\w+", text))
+                if not reason and words < MIN_LISTING_ABSTRACT_WORDS:
+                    reason = f"abstract of {words} word(s) is too short"
                 if reason:
-                    drop(n, reason)
+                    drop(block_line, f"{reason} (abstract at line {n})")
                     continue
                 names, truncated = parse_authors(authors[1])
                 papers.append(
@@ -656,7 +772,7 @@ def read_listing(
                 )
                 track, authors, poisoned = None, None, False
                 continue
-            drop(authors[0], "block has authors but no abstract")
+            drop(block_start(), "block has authors but no abstract")
         if looks_like_track(text):
             if track is not None:
                 drop(track[0], "block has a track but no authors or abstract")
@@ -664,12 +780,36 @@ def read_listing(
         elif looks_like_authors(text):
             authors = (n, text)
         else:
+            if track is not None:
+                drop(track[0], "block has a track but no authors or abstract")
             drop(n, "text without an author line before it")
     if authors is not None:
-        drop(authors[0], "block has authors but no abstract")
+        drop(block_start(), "block has authors but no abstract")
     elif track is not None:
         drop(track[0], "block has a track but no authors or abstract")
-    return papers, problems
+    return papers
+
+
+_TEXT_FIELDS = ("id", "title", "authors", "track", "venue", "url", "openreview", "keywords")
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float)
+
+
+def _field_problem(obj: dict[str, Any]) -> str | None:
+    """Why a JSON record cannot be used as is, or None."""
+    if not isinstance(obj.get("abstract"), str):
+        return "no abstract"
+    for name in _TEXT_FIELDS:
+        value = obj.get(name)
+        if not (_is_scalar(value) or (isinstance(value, list) and all(map(_is_scalar, value)))):
+            return f"field {name!r} is a {type(value).__name__}, not text or a list of text"
+    try:  # json.loads lets "\ud800" through as a lone surrogate, which nothing can store
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "lone UTF-16 surrogate escape (\\ud800-\\udfff) in a string"
+    return None
 
 
 def _as_text(value: Any) -> str:
@@ -681,11 +821,23 @@ def _as_text(value: Any) -> str:
 
 
 def read_jsonl(
-    raw: bytes, source: str, max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS
+    raw: bytes | Iterable[bytes],
+    source: str,
+    max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS,
 ) -> tuple[list[Paper], list[Problem]]:
     problems: list[Problem] = []
+    lines = _Lines(raw, source, problems, max_line_bytes(max_abstract_chars))
+    try:
+        return _jsonl_papers(lines, source, max_abstract_chars, problems), problems
+    except TooManyProblems as err:
+        return [], [*problems, Problem(source, 0, str(err))]
+
+
+def _jsonl_papers(
+    lines: Iterable[str | None], source: str, max_abstract_chars: int, problems: list[Problem]
+) -> list[Paper]:
     papers: list[Paper] = []
-    for n, line in enumerate(_decode_lines(raw, source, problems), start=1):
+    for n, line in enumerate(lines, start=1):
         if line is None or not line.strip():
             continue
         try:
@@ -693,14 +845,17 @@ def read_jsonl(
         except json.JSONDecodeError as err:
             problems.append(Problem(source, n, f"invalid JSON: {err.msg}"))
             continue
+        except (ValueError, RecursionError) as err:  # 5,000-digit numbers, deep nesting
+            problems.append(Problem(source, n, f"unusable JSON: {str(err)[:80]}"))
+            continue
         if not isinstance(obj, dict):
             problems.append(Problem(source, n, "line is not a JSON object"))
             continue
-        abstract = obj.get("abstract")
-        if not isinstance(abstract, str):
-            problems.append(Problem(source, n, "no abstract"))
+        reason = _field_problem(obj)
+        if reason:
+            problems.append(Problem(source, n, reason))
             continue
-        abstract = " ".join(abstract.split())
+        abstract = " ".join(obj["abstract"].split())
         reason = _check_abstract(abstract, max_abstract_chars)
         if reason:
             problems.append(Problem(source, n, reason))
@@ -709,8 +864,10 @@ def read_jsonl(
         own = _as_text(obj.get("id"))
         year_raw = obj.get("year")
         year = None
-        if isinstance(year_raw, int) or (isinstance(year_raw, str) and year_raw.isdigit()):
-            year = int(year_raw)
+        if isinstance(year_raw, str) and year_raw.strip().isdecimal():
+            year_raw = int(year_raw)
+        if isinstance(year_raw, int) and not isinstance(year_raw, bool) and 0 < year_raw < 10_000:
+            year = year_raw
         keywords_raw = obj.get("keywords") or ()
         if isinstance(keywords_raw, str):
             keywords = tuple(k.strip() for k in re.split(r"[,;]", keywords_raw) if k.strip())
@@ -733,7 +890,7 @@ def read_jsonl(
                 sources=(f"{source}:{n}",),
             )
         )
-    return papers, problems
+    return papers
 
 
 def source_name(path: Path, root: Path | None = None) -> str:
@@ -757,24 +914,105 @@ def read_file(
     name = path.name.lower()
     if not name.endswith(SUPPORTED_SUFFIXES):
         return [], [Problem(source, 0, "unsupported file type (want .txt, .jsonl, .jsonl.gz)")]
+    problems: list[Problem] = []
+    reader = _jsonl_papers if name.endswith(JSONL_SUFFIXES) else _listing_papers
     try:
         size = path.stat().st_size
         if size > max_file_bytes:
             return [], [Problem(source, 0, f"file of {size:,} bytes exceeds {max_file_bytes:,}")]
-        raw = path.read_bytes()
-        if name.endswith(".gz"):
-            raw = gzip.decompress(raw)
-            if len(raw) > max_file_bytes:
-                return [], [Problem(source, 0, "decompressed file exceeds the size limit")]
-    except (OSError, EOFError, gzip.BadGzipFile) as err:
+        lines = _Lines(
+            open_chunks(path, max_file_bytes), source, problems, max_line_bytes(max_abstract_chars)
+        )
+        papers = reader(lines, source, max_abstract_chars, problems)
+    except (FileTooLarge, TooManyProblems) as err:
+        return [], [*problems[:MAX_PROBLEMS_PER_FILE], Problem(source, 0, str(err))]
+    except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
         return [], [Problem(source, 0, f"unreadable: {err}")]
-    if not raw.strip():
+    if not lines.content:
         return [], [Problem(source, 0, "empty file")]
-    reader = read_jsonl if name.endswith(JSONL_SUFFIXES) else read_listing
-    papers, problems = reader(raw, source, max_abstract_chars)
     if not papers and not problems:
         problems.append(Problem(source, 0, "no papers found"))
     return papers, problems
+
+
+ARCHIVE_MAGIC = {b"\x1f\x8b": "gzip", b"PK\x03\x04": "zip", b"7z\xbc\xaf": "7z", b"BZh": "bzip2"}
+
+
+def _next_eol(data: bytes, start: int) -> int:
+    hits = [i for i in (data.find(b"\n", start), data.find(b"\r", start)) if i >= 0]
+    return min(hits) if hits else -1
+
+
+def _last_eol(data: bytes, end: int) -> int:
+    return max(data.rfind(b"\n", 0, end), data.rfind(b"\r", 0, end))
+
+
+def first_long_line(chunks: Iterable[bytes], max_line: int) -> int:
+    """The number of the first line over `max_line` bytes (lines as `split_lines` counts
+    them), or 0. Probes every max_line/2 bytes with memchr instead of walking lines, so a
+    flood of short lines costs no more than one long one."""
+    step = max(max_line // 2, 1)  # a run longer than max_line covers at least one probe
+
+    def ends(chunk: bytes, end: int) -> int:
+        crlf = chunk.count(b"\r\n", 0, end)
+        return chunk.count(b"\n", 0, end) + chunk.count(b"\r", 0, end) - crlf
+
+    run, lines, after_cr = 0, 1, False  # bytes of the current line so far; its number
+    for chunk in chunks:
+        if after_cr and chunk[:1] == b"\n":
+            lines -= 1  # "\r" | "\n" split across chunks is one line end, counted below again
+        if chunk:
+            after_cr = chunk.endswith(b"\r")
+        first = _next_eol(chunk, 0)
+        if first < 0:
+            run += len(chunk)
+            if run > max_line:
+                return lines
+            continue
+        if run + first > max_line:
+            return lines
+        for probe in range(first, len(chunk), step):
+            if chunk[probe] in b"\r\n":
+                continue
+            right = _next_eol(chunk, probe)
+            if right < 0:
+                break  # the last run goes on into the next chunk
+            left = _last_eol(chunk, probe)
+            if right - left - 1 > max_line:
+                return lines + ends(chunk, left + 1)
+        lines += ends(chunk, len(chunk))
+        run = len(chunk) - 1 - _last_eol(chunk, len(chunk))
+        if run > max_line:
+            return lines
+    return 0
+
+
+def check_file(
+    path: Path,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS,
+) -> str | None:
+    """Why a file could not be read within the limits, or None. Streams through it with a
+    byte cap, so a gzip bomb or one endless line is measured in chunks, never held."""
+    name = path.name.lower()
+    if not name.endswith(SUPPORTED_SUFFIXES):
+        return "not a .txt, .jsonl or .jsonl.gz file"
+    max_line = max_line_bytes(max_abstract_chars)
+    try:
+        if not name.endswith(".gz"):
+            with path.open("rb") as f:
+                head = f.read(4)
+            kind = next((k for magic, k in ARCHIVE_MAGIC.items() if head.startswith(magic)), "")
+            if kind:
+                return f"a {kind} archive named like a text file"
+        long_line = first_long_line(open_chunks(path, max_file_bytes), max_line)
+        if long_line:
+            return f"line {long_line} is longer than any record can be ({max_line:,} bytes)"
+    except FileTooLarge as err:
+        return str(err)
+    except (OSError, EOFError, zlib.error) as err:
+        return f"unreadable: {err}"
+    return None
 
 
 def iter_files(paths: Iterable[Path], problems: list[Problem]) -> Iterator[Path]:

@@ -61,6 +61,9 @@ def _load(path: str, device: str, batch_size: int, max_length: int) -> HuggingFa
         max_length=max_length,
         normalize=True,
         local_files_only=True,
+        # A local model needs no download cache; left unset, LlamaIndex creates
+        # ~/.cache/llama_index, and ingest writes nothing outside RAG_HOME.
+        cache_folder=path,
     )
 
 

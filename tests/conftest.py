@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import socket
@@ -141,3 +142,14 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
     yield LlamaServer(f"http://127.0.0.1:{port}/v1")
     proc.terminate()
     proc.wait(timeout=20)
+
+
+def gzip_bomb(path: Path, size: int, fill: bytes = b"\0") -> Path:
+    """A .gz that expands to `size` bytes of `fill`: one 16 MB member, repeated (gzip readers
+    join members), so a 2 GB bomb takes a fraction of a second to make and ~2 MB on disk."""
+    block = 16 * 1024 * 1024
+    member = gzip.compress(fill * (block // len(fill)), compresslevel=9)
+    with path.open("wb") as f:
+        for _ in range(max(size // block, 1)):
+            f.write(member)
+    return path

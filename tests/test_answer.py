@@ -57,7 +57,7 @@ def test_citation_forms_are_normalised() -> None:
 
 def test_markup_and_urls_never_reach_the_answer() -> None:
     dirty = "See ![x](http://evil.example/a.png) <script>alert(1)</script> [site](https://e.x) ok"
-    assert clean_text(dirty) == "See alert(1) site ok"
+    assert clean_text(dirty) == "See site ok"  # a script's body is code, not words
 
 
 def test_valid_citations_are_kept_and_checked(seed_settings: Settings) -> None:

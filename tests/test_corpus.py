@@ -194,7 +194,7 @@ def test_every_bad_input_is_reported_and_the_rest_read(bad_dir: Path) -> None:
     assert reasons[("empty.txt", 0)] == "empty file"
     assert "invalid UTF-8" in reasons[("badutf8.txt", 5)]
     assert "NUL" in reasons[("nul.txt", 5)]
-    assert reasons[("noabstract.txt", 5)] == "block has authors but no abstract"
+    assert reasons[("noabstract.txt", 3)] == "block has authors but no abstract"
     assert "exceeds the limit" in reasons[("huge.txt", 5)]
     assert "unsupported file type" in reasons[("notes.pdf", 0)]
     assert "invalid JSON" in reasons[("mixed.jsonl", 2)]

@@ -11,7 +11,7 @@ import pytest
 from rag.settings import Settings, UISettings
 from ui.app import launch
 
-from .conftest import ARTIFACTS, free_port
+from .conftest import ARTIFACTS, free_port, gzip_bomb
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -118,6 +118,45 @@ def test_upload_adds_papers_and_refuses_bad_files(page_url: str, tmp_path: Path)
         "How do moths stabilise flight?", [], "All tracks", "", "extractive", api_name="/ask"
     )
     assert "Moth Flight Dynamics" in last_text(history)
+
+
+def test_bombs_archives_and_endless_lines_are_refused_without_expanding(
+    page_url: str, tmp_path: Path
+) -> None:
+    import gzip
+    import tracemalloc
+    import zipfile
+
+    from gradio_client import handle_file
+
+    # Under the page's 1 MB upload cap, over the 512 MB it lets a file expand to.
+    bomb = gzip_bomb(tmp_path / "bomb.jsonl.gz", 900 * 1024**2, fill=b"{}\n")
+    endless = gzip_bomb(tmp_path / "endless.jsonl.gz", 64 * 1024**2, fill=b"a")
+    archive = tmp_path / "papers.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("papers.jsonl", json.dumps({"abstract": "hidden " * 20}) + "\n")
+    disguised = tmp_path / "listing.txt"
+    disguised.write_bytes(gzip.compress(b"\xe8\xae\xba" * 1000))
+    assert max(f.stat().st_size for f in (bomb, endless, archive, disguised)) < 1024**2
+    c = client(page_url)
+    tracemalloc.start()  # the page runs in this process: its allocations are traced too
+    try:
+        report, *_ = c.predict(
+            [handle_file(str(f)) for f in (bomb, endless, archive, disguised)],
+            api_name="/upload",
+        )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "Indexed" not in report, report
+    for name, why in (
+        ("bomb.jsonl.gz", "file decompresses to more than 536,870,912 bytes"),
+        ("endless.jsonl.gz", "line 1 is longer than any record"),
+        ("papers.zip", "not a .txt, .jsonl or .jsonl.gz file"),
+        ("listing.txt", "a gzip archive named like a text file"),
+    ):
+        assert f"refused **{name}**: {why}" in report.replace("\\", ""), (name, report)
+    assert peak < 64 * 1024**2, peak  # streamed in chunks: nothing near 512 MB was held
 
 
 def test_oversize_upload_is_refused_by_the_server(page_url: str) -> None:

@@ -20,7 +20,12 @@ import gradio as gr
 
 from rag.answer import Answer, Answerer, clean_text
 from rag.chat import Conversation
-from rag.corpus import SUPPORTED_SUFFIXES
+from rag.corpus import (
+    DEFAULT_MAX_ABSTRACT_CHARS,
+    DEFAULT_MAX_FILE_BYTES,
+    SUPPORTED_SUFFIXES,
+    check_file,
+)
 from rag.index import IndexError_, PaperIndex
 from rag.retrieve import Retriever
 from rag.settings import Settings  # sets GRADIO_ANALYTICS_ENABLED=False before gradio loads
@@ -139,19 +144,24 @@ def sources_html(answer: Answer | None) -> str:
     for src in answer.sources:
         p = src.paper
         abstract = _highlight(p.abstract, support.get(src.n, []))
-        track = f" · {html.escape(p.track)}" if p.track else ""
+        track = f" · {_html(p.track)}" if p.track else ""
         title = (
-            f"<div class='source-meta'>{html.escape(p.title)}</div>"
+            f"<div class='source-meta'>{_html(p.title)}</div>"
             if p.title and (p.title != p.display_name)
             else ""
         )
         cards.append(
             f"<details class='source-card' id='src-{src.n}'>"
-            f"<summary>[{src.n}] {html.escape(p.display_name)}</summary>{title}"
-            f"<div class='source-meta'>{html.escape(p.authors_text)}{track}</div>"
+            f"<summary>[{src.n}] {_html(p.display_name)}</summary>{title}"
+            f"<div class='source-meta'>{_html(p.authors_text)}{track}</div>"
             f"<p>{abstract}</p></details>"
         )
     return "\n".join(cards)
+
+
+def _html(text: str) -> str:
+    """A field of a source as HTML text: its markup taken out, then what is left escaped."""
+    return html.escape(clean_text(text))
 
 
 def _highlight(abstract: str, evidence: list[str]) -> str:
@@ -324,7 +334,9 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                     continue
                 hay = f"{p.display_name} {p.title} {' '.join(p.authors)} {p.abstract}".casefold()
                 if all(w in hay for w in want):
-                    rows.append([p.id, p.display_name, p.authors_text, p.track])
+                    rows.append(
+                        [p.id, clean_text(p.display_name), clean_text(p.authors_text), p.track]
+                    )
                     if len(rows) == BROWSE_ROWS:
                         break  # a conference's worth of rows would stall the page; filter
             return rows
@@ -339,8 +351,8 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                 return "That paper is no longer indexed.", ""
             hits = service.index.dense_search(paper.abstract, k=6)
             items = "".join(
-                f"<li><b>{html.escape(h.paper.display_name)}</b> — "
-                f"{html.escape(h.paper.authors_text)} ({h.score:.2f})</li>"
+                f"<li><b>{_html(h.paper.display_name)}</b> — "
+                f"{_html(h.paper.authors_text)} ({h.score:.2f})</li>"
                 for h in hits
                 if h.paper.id != paper.id
             )[:20000]
@@ -357,7 +369,13 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
         ) -> tuple[str, str, Any, Any]:
             if not paths:
                 return "Choose one or more files first.", gr.skip(), gr.skip(), gr.skip()
-            accepted, refused = check_uploads(paths, settings.ui.max_upload_mb, service.uploads)
+            accepted, refused = check_uploads(
+                paths,
+                settings.ui.max_upload_mb,
+                service.uploads,
+                settings.ingest.max_file_bytes,
+                settings.ingest.max_abstract_chars,
+            )
             lines = [f"- refused **{_md(name)}**: {_md(why)}" for name, why in refused]
             if accepted:
                 progress(0, desc="embedding")
@@ -390,9 +408,14 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
 
 
 def check_uploads(
-    paths: list[str], max_mb: float, store: Path
+    paths: list[str],
+    max_mb: float,
+    store: Path,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS,
 ) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Uploads that pass the allow-list and size cap, copied under RAG_HOME/uploads."""
+    """Uploads that pass the allow-list, the size cap and a streamed read (so a gzip bomb or
+    an endless line is refused before ingest holds it), copied under RAG_HOME/uploads."""
     accepted, refused = [], []
     store.mkdir(parents=True, exist_ok=True)
     for raw in paths:
@@ -405,7 +428,12 @@ def check_uploads(
         if size > max_mb * 1024 * 1024:
             refused.append((name, f"{size / 1e6:.1f} MB is over the {max_mb:g} MB limit"))
             continue
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        why = check_file(path, max_file_bytes, max_abstract_chars)
+        if why:
+            refused.append((name, why))
+            continue
+        with path.open("rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()[:16]
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[-80:]
         target = store / f"{digest}-{safe}"
         shutil.copyfile(path, target)
