@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -415,7 +415,10 @@ def _vm_hwm_kib(pid: int) -> int:
     return 0
 
 
-def bench_synthetic(sizes: Sequence[int], stores: Sequence[str]) -> list[dict[str, Any]]:
+def bench_synthetic(
+    sizes: Sequence[int], stores: Sequence[str], on_row: Callable[[dict[str, Any]], None]
+) -> list[dict[str, Any]]:
+    """Each row is handed to `on_row` as soon as it is measured (a 1M run takes a while)."""
     rows = []
     for n in sizes:
         for store in stores:
@@ -460,6 +463,7 @@ def bench_synthetic(sizes: Sequence[int], stores: Sequence[str]) -> list[dict[st
             rows.append(row)
             shutil.rmtree(folder, ignore_errors=True)
             print(json.dumps(row), file=sys.stderr)
+            on_row(row)
     return rows
 
 
@@ -707,18 +711,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "synthetic" in parts:
         counts = [int(n) for n in args.synthetic.split(",") if n]
         stores = [s for s in args.stores.split(",") if s]
-        rows = bench_synthetic(counts, stores)
-        key_rows = [r | {"key": f"{r['vectors']}-{r['store']}"} for r in rows]
-        merged = _merge_rows(
-            [r | {"key": f"{r['vectors']}-{r['store']}"} for r in results.get("synthetic", [])],
-            key_rows,
-            "key",
-        )
-        results["synthetic"] = merged
-        results["synthetic_meta"] = meta(
-            f"--parts synthetic --synthetic {args.synthetic} --stores {args.stores}"
-        )
-        save_results(results)
+
+        def keyed(row: dict[str, Any]) -> dict[str, Any]:
+            return row | {"key": f"{row['vectors']}-{row['store']}"}
+
+        def save_row(row: dict[str, Any]) -> None:
+            old = [keyed(r) for r in results.get("synthetic", [])]
+            results["synthetic"] = _merge_rows(old, [keyed(row)], "key")
+            results["synthetic_meta"] = meta(
+                f"--parts synthetic --synthetic {args.synthetic} --stores {args.stores}"
+            )
+            save_results(results)
+
+        bench_synthetic(counts, stores, save_row)
     print(f"wrote {MARKDOWN.relative_to(PROJECT_ROOT)} and {RESULTS.relative_to(PROJECT_ROOT)}")
     return 0
 

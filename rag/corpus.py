@@ -805,6 +805,9 @@ def _field_problem(obj: dict[str, Any]) -> str | None:
         value = obj.get(name)
         if not (_is_scalar(value) or (isinstance(value, list) and all(map(_is_scalar, value)))):
             return f"field {name!r} is a {type(value).__name__}, not text or a list of text"
+    authors = obj.get("authors")
+    if isinstance(authors, bool | int | float) and authors:
+        return f"field 'authors' is a number ({str(authors)[:20]}), not names"
     try:  # json.loads lets "\ud800" through as a lone surrogate, which nothing can store
         json.dumps(obj, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
@@ -871,6 +874,8 @@ def _jsonl_papers(
         keywords_raw = obj.get("keywords") or ()
         if isinstance(keywords_raw, str):
             keywords = tuple(k.strip() for k in re.split(r"[,;]", keywords_raw) if k.strip())
+        elif not isinstance(keywords_raw, list):  # a lone number: one keyword, not a crash
+            keywords = (str(keywords_raw),)
         else:
             keywords = tuple(str(k) for k in keywords_raw)
         papers.append(

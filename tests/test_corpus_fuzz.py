@@ -451,3 +451,17 @@ def test_a_flood_of_junk_lines_stops_after_a_bounded_number_of_problems(tmp_path
     assert papers == [] and len(problems) == MAX_PROBLEMS_PER_FILE + 1
     assert "more than 1,000 problems" in problems[-1].reason
     assert peak < 16 * 1024**2, peak
+
+
+def test_numbers_where_names_belong(tmp_path: Path) -> None:
+    """Found by the fuzzer in CI: `"authors": 1e999999` (a float) raised TypeError."""
+    path = tmp_path / "numbers.jsonl"
+    path.write_text(
+        '{"authors": 1e999999, "abstract": "we study a thing in some depth here"}\n'
+        '{"authors": 5, "abstract": "we study a thing in some depth again"}\n'
+        '{"keywords": 1e999, "authors": "A B", "abstract": "we study one more thing in depth"}\n'
+    )
+    papers, problems = read_file(path)
+    assert [p.line for p in problems] == [1, 2]
+    assert all("is a number" in p.reason for p in problems)
+    assert [(p.authors, p.keywords) for p in papers] == [(("A B",), ("inf",))]
