@@ -336,11 +336,14 @@ class PaperIndex:
 
     @property
     def query_model(self) -> BaseEmbedding:
-        """The model for questions: the same weights run in numpy when the folder allows.
+        """The model for questions: the torch model when this process has loaded it, else the
+        same weights run in numpy when the folder allows.
 
         Same vectors as `embed_model` (to ~1e-7), without the ~5 s of importing torch and
         sentence-transformers, which a one-off question would otherwise wait for.
         """
+        if self._embed_model is not None:
+            return self._embed_model  # loaded already (ingest, a warm page): torch is faster
         if self._query_model is None:
             from rag.embed import load_query_embedding
 
@@ -349,10 +352,9 @@ class PaperIndex:
 
     @property
     def text_model(self) -> BaseEmbedding:
-        """The model for batches of sentences: torch if this process has it loaded already
-        (several times faster on batches), else the question model. Both give the same vectors.
-        """
-        return self._embed_model if self._embed_model is not None else self.query_model
+        """The model for batches of sentences: the question model (torch once loaded, which is
+        several times faster on batches; numpy before). Both give the same vectors."""
+        return self.query_model
 
     @property
     def splitter(self) -> Any:

@@ -240,6 +240,7 @@ class Retriever:
         self._bm25: Any = None
         self._vector_index: Any = None
         self._vector_collection: Any = None  # the collection handle _vector_index reads
+        self._vector_model: Any = None
 
     # ------------------------------------------------------------------ loading
 
@@ -294,16 +295,21 @@ class Retriever:
 
     @property
     def vector_index(self) -> Any:
-        # A new handle means the index reconnected (after a lost Chroma server).
-        if self._vector_index is None or self._vector_collection is not self.index.collection:
+        # A new handle means the index reconnected (after a lost Chroma server); a new model
+        # means the torch one finished loading behind a long-running page (faster when warm).
+        model = self.index.query_model
+        if (
+            self._vector_index is None
+            or self._vector_collection is not self.index.collection
+            or self._vector_model is not model
+        ):
             from llama_index.core import VectorStoreIndex
             from llama_index.vector_stores.chroma import ChromaVectorStore
 
             self._vector_collection = self.index.collection
+            self._vector_model = model
             store = ChromaVectorStore(chroma_collection=self._vector_collection)
-            self._vector_index = VectorStoreIndex.from_vector_store(
-                store, embed_model=self.index.query_model
-            )
+            self._vector_index = VectorStoreIndex.from_vector_store(store, embed_model=model)
         return self._vector_index
 
     def resolve(self, paper_id: str) -> str:
