@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import atexit
 import email.utils
 import math
 import os
@@ -241,6 +242,9 @@ def _local(settings: LLMSettings) -> Backend:
         )
     except Exception as err:  # llama.cpp reports a bad file as ValueError or RuntimeError
         raise BackendError(f"cannot load {path}: {_describe(err)}") from err
+    # Freed while the interpreter is whole: left to __del__ at exit, llama-cpp-python prints
+    # "Exception ignored ... 'NoneType' object is not callable" after everything else.
+    atexit.register(llm._model.close)
     return LlamaIndexBackend("local", os.path.basename(path), llm, threading.Lock())
 
 
