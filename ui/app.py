@@ -70,8 +70,9 @@ class ChatService:
         self._answerers: dict[str, Answerer] = {}
         self._lock = threading.Lock()
         self.uploads = settings.home / "uploads"
-        # Questions are embedded in numpy from the first second; the torch model, several times
-        # faster on the batches of sentences an answer checks, loads behind the page.
+        # The page answers from its first second with the numpy question model; the torch
+        # model (faster once warm, several times so on the sentence batches an answer checks)
+        # loads behind it and takes over (PaperIndex.query_model).
         threading.Thread(target=self._warm, name="warm-embedding", daemon=True).start()
 
     def _warm(self) -> None:
