@@ -260,7 +260,7 @@ class Answerer:
     @property
     def verifier(self) -> Verifier:
         if self._verifier is None:
-            self._verifier = default_verifier(self.retriever.index.text_model)
+            self._verifier = default_verifier(self.retriever.index.query_model)
         return self._verifier
 
     def backend(self) -> Backend | None:
@@ -391,7 +391,7 @@ class Answerer:
         flat = [s for group in all_sentences for s in group]
         if not flat:
             return [[] for _ in sources], [0.0 for _ in sources]
-        model = self.retriever.index.text_model
+        model = self.retriever.index.query_model
         vectors = model.get_text_embedding_batch(flat)
         q = model.get_query_embedding(question)
         numeric = bool(_NUMERIC_QUESTION.search(question))
@@ -433,7 +433,7 @@ class Answerer:
             answer.backend = "extractive"
 
     def _best_of(self, question: str, group: list[str]) -> str:
-        model = self.retriever.index.text_model
+        model = self.retriever.index.query_model
         q = model.get_query_embedding(question)
         vectors = model.get_text_embedding_batch(group)
         numeric = bool(_NUMERIC_QUESTION.search(question))

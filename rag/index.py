@@ -351,12 +351,6 @@ class PaperIndex:
         return self._query_model
 
     @property
-    def text_model(self) -> BaseEmbedding:
-        """The model for batches of sentences: the question model (torch once loaded, which is
-        several times faster on batches; numpy before). Both give the same vectors."""
-        return self.query_model
-
-    @property
     def splitter(self) -> Any:
         if self._splitter is None:
             from llama_index.core.node_parser import SentenceSplitter
