@@ -15,7 +15,7 @@ from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent
 
 from rag.corpus import read_papers
-from rag.index import IndexBusy, PaperIndex, collection_name
+from rag.index import PAPERS_FILE, IndexBusy, PaperIndex, collection_name, paper_from_metadata
 from rag.settings import PROJECT_ROOT, ChunkSettings, Settings
 
 from .conftest import CORPUS, ICML, run_cli
@@ -120,6 +120,51 @@ def test_changed_jsonl_abstract_reembeds_only_its_chunks(settings: Settings, tmp
     assert papers["t2"].abstract.startswith("An entirely new")
     assert papers["t4"].authors == ("C D", "E F")
     assert_consistent(index, 5)
+
+
+def papers_in_store(index: PaperIndex) -> list[Any]:
+    got = index.collection.get(where={"chunk": 0}, include=["metadatas"])
+    return sorted(
+        (paper_from_metadata(dict(m)) for m in got["metadatas"] or []), key=lambda p: p.id
+    )
+
+
+def test_paper_list_saved_beside_bm25_follows_the_store(settings: Settings, tmp_path: Path):
+    src = tmp_path / "papers.jsonl"
+    rows = [
+        {"id": f"t{i}", "title": f"Paper {i}", "authors": ["A B"], "abstract": f"Topic {i}. " * 9}
+        for i in range(4)
+    ]
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    index = PaperIndex(settings)
+    index.ingest([src], progress=False)
+    saved = index.bm25_dir / PAPERS_FILE
+    assert index._papers_snapshot() == papers_in_store(index) == index.papers()
+    rows[1]["authors"] = ["C D"]  # metadata only: the vectors stay, the saved list must not
+    rows[2]["abstract"] = "Something else entirely. " * 9
+    rows.append({"id": "t9", "title": "Paper 9", "authors": ["E F"], "abstract": "New. " * 9})
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    index.ingest([src], progress=False)
+    papers = index._papers_snapshot()
+    assert papers is not None and papers == papers_in_store(index)
+    assert {p.id: p.authors for p in papers}["t1"] == ("C D",)
+    del rows[0]
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    index.ingest([src], prune=True, progress=False)
+    assert (
+        [p.id for p in index.papers()]
+        == ["t1", "t2", "t3", "t9"]
+        == [p.id for p in index._papers_snapshot() or []]
+    )
+    # A store changed behind the saved list's back (another writer): the store is read.
+    index.collection.delete(ids=["t9#0"])
+    assert index._papers_snapshot() is None
+    assert [p.id for p in index.papers()] == ["t1", "t2", "t3"]
+    # A damaged list is not trusted either, and the next ingest writes it again.
+    saved.write_text("x" * saved.stat().st_size)
+    assert index._papers_snapshot() is None
+    index.ingest([src], progress=False)
+    assert index._papers_snapshot() == papers_in_store(index)
 
 
 def test_edited_listing_and_prune(settings: Settings, tmp_path: Path) -> None:
