@@ -245,8 +245,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m evals.retrieval")
     parser.add_argument("--scale", choices=["seed", "icml", "both"], default="both")
     parser.add_argument("--details", type=Path, help="write per-question rows as JSON here")
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        default=QUESTIONS,
+        help="question set (evals/questions_heldout.jsonl: written after the abstention "
+        "rules were calibrated, to check them on questions they were not tuned on)",
+    )
     args = parser.parse_args()
-    questions = load_questions()
+    questions = load_questions(args.questions)
     scales = ["seed", "icml"] if args.scale == "both" else [args.scale]
     results = [run_scale(s, questions) for s in scales]
     for r in results:

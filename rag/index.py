@@ -40,6 +40,7 @@ from rag.embed import load_embedding, load_tokenizer, model_identity
 from rag.faults import checkpoint
 from rag.integrity import check_sqlite, check_store
 from rag.settings import PROJECT_ROOT, Settings, fingerprint
+from rag.topics import Topics
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -527,6 +528,13 @@ class PaperIndex:
             gone = sorted(pid for pid in catalog.removals() if pid not in wanted)
             self._sync(papers, state, gone, summary, progress, on_progress)
             self.refresh_bm25()
+            if self.settings.search.topic_check:
+                # Embeds the topic background once, so that no question waits for it.
+                Topics.load(
+                    lambda texts: self.embed_model.get_text_embedding_batch(texts),
+                    self.topics_dir,
+                    self.name,
+                )
             checkpoint("ingest.synced")
             catalog.clear_removals()
         except BaseException:
@@ -700,6 +708,11 @@ class PaperIndex:
             summary.embed_seconds = time.perf_counter() - embed_started
 
     # ------------------------------------------------------------------ BM25 beside Chroma
+
+    @property
+    def topics_dir(self) -> Path:
+        """Where rag.topics caches its vectors for this index's embedding model."""
+        return self.settings.home / "topics"
 
     @property
     def bm25_dir(self) -> Path:

@@ -20,6 +20,7 @@ from typing import Any
 
 from rag.corpus import STOPWORDS, Paper, fold
 from rag.index import Hit, PaperIndex
+from rag.topics import Topics
 
 # BM25 at half weight: measured on evals/questions.jsonl, it keeps method and numeric
 # questions while paraphrases, which share no rare word with their paper, recover at scale
@@ -39,6 +40,9 @@ GAP_WEIGHT = 2.0
 BM25_WEIGHT = 0.06
 BM25_CAP = 12.0
 ABSTAIN_BELOW = 0.72
+# Above it, a question about a known topic that none of this many closest papers mentions is
+# abstained on too (rag.topics).
+TOPIC_CHECK_PAPERS = 3
 
 _WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
 _CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
@@ -241,6 +245,18 @@ class Retriever:
         self._vector_index: Any = None
         self._vector_collection: Any = None  # the collection handle _vector_index reads
         self._vector_model: Any = None
+        self._topics: Topics | None = None
+
+    @property
+    def topics(self) -> Topics:
+        """The topic background (rag.topics), embedded on first use or read from its cache."""
+        if self._topics is None:
+            self._topics = Topics.load(
+                lambda texts: self.index.query_model.get_text_embedding_batch(texts),
+                self.index.topics_dir,
+                self.index.name,
+            )
+        return self._topics
 
     # ------------------------------------------------------------------ loading
 
@@ -520,7 +536,10 @@ class Retriever:
         tracks: list[str],
     ) -> Retrieval:
         depth = max(4 * k, 40)
-        dense = self._dense(query, depth, allowed) if mode in ("hybrid", "dense") else []
+        vector = None
+        if mode in ("hybrid", "dense"):
+            vector = self.index.query_model.get_query_embedding(query)
+        dense = self._dense(query, vector, depth, allowed) if vector is not None else []
         sparse = self._sparse(query, depth, allowed) if mode in ("hybrid", "bm25") else []
 
         passages: dict[str, tuple[float, str]] = {}
@@ -563,6 +582,19 @@ class Retriever:
                 else "no indexed paper shares a term with the question"
             )
             return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
+        if (
+            mode == "hybrid"
+            and vector is not None
+            and not named
+            and allowed is None
+            and self.index.settings.search.topic_check
+        ):
+            texts = [f"{h.paper.title} {h.paper.abstract}" for h in hits[:TOPIC_CHECK_PAPERS]]
+            topic = self.topics.unmentioned(query, vector, texts)
+            if topic:
+                reason = f"the question is about {topic!r}; none of the closest papers mention it"
+                signals["unmentioned_topic"] = 1.0
+                return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
         return Retrieval(query, hits, False, "", mode, authors, tracks, signals=signals)
 
     def _named(self, query: str, allowed: set[str] | None) -> list[str]:
@@ -582,8 +614,9 @@ class Retriever:
         return found
 
     def _dense(
-        self, query: str, depth: int, allowed: set[str] | None
+        self, query: str, vector: list[float], depth: int, allowed: set[str] | None
     ) -> list[tuple[str, float, str]]:
+        from llama_index.core.schema import QueryBundle
         from llama_index.core.vector_stores.types import (
             FilterOperator,
             MetadataFilter,
@@ -601,7 +634,8 @@ class Retriever:
             )
         with self.index.reaching_store():
             retriever = self.vector_index.as_retriever(similarity_top_k=depth, filters=filters)
-            nodes = retriever.retrieve(query)
+            # The question's vector is passed in: the topic check uses it too.
+            nodes = retriever.retrieve(QueryBundle(query_str=query, embedding=vector))
         return _best_per_paper(
             (str(n.node.metadata["paper_id"]), float(n.score or 0.0), n.node.get_content())
             for n in nodes

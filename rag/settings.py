@@ -116,6 +116,11 @@ class IngestSettings(_Section):
 
 class SearchSettings(_Section):
     k: int = Field(default=5, ge=1, le=200, description="Papers returned by a search.")
+    topic_check: bool = Field(
+        default=True,
+        description="Abstain when a question is plainly about a known research topic "
+        "(rag/topics.txt) that none of the closest papers mentions.",
+    )
 
 
 class LLMSettings(_Section):

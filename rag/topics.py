@@ -1,0 +1,154 @@
+"""Noticing questions about a research topic that the retrieved papers never mention.
+
+Dense similarity alone cannot tell "a paper on this" from "a paper near this": a question on
+audio watermarking or federated learning across hospitals lands on whatever neighbouring
+paper the collection has, as close as a loosely worded question lands on its own paper. What
+does tell them apart is naming: the question is plainly about a known topic ("federated
+learning", "autonomous driving"), and none of the closest papers says those words.
+
+The topics are a fixed background of what machine-learning questions are about (author
+keywords of ICLR 2026, `rag/topics.txt`, written by `python -m evals.make_topics`), not the
+user's papers. They are embedded once per embedding model and cached in RAG_HOME.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rag.corpus import fold
+
+log = logging.getLogger(__name__)
+
+TOPICS_FILE = Path(__file__).with_name("topics.txt")
+# A question is "about" a topic from this cosine similarity on (all-MiniLM-L6-v2), calibrated
+# with `python -m evals.retrieval --scale seed` like ABSTAIN_BELOW in rag.retrieve.
+NEAR_TOPIC = 0.6
+# Words in this share of topics or more ("model", "learning", "generative") name no topic
+# of their own: a paper need not repeat them to be about the topic.
+GENERIC_SHARE = 0.04
+# Function words, and fillers that name no topic ("diffusion-based large language models").
+# How many other words may stand between a topic's words in a paper.
+WINDOW_SLACK = 2
+_STOP = {
+    "and",
+    "for",
+    "the",
+    "with",
+    "via",
+    "from",
+    "into",
+    "of",
+    "in",
+    "on",
+    "to",
+    "a",
+    "an",
+    "based",
+    "large",
+    "using",
+    "towards",
+}
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _stem(word: str) -> str:
+    # A five-letter prefix is crude but errs one way: words it wrongly merges ("transfer",
+    # "transformer") count as mentioned, which only makes abstention rarer.
+    return word[:5]
+
+
+def _stems(text: str) -> list[str]:
+    return [_stem(w) for w in _WORD.findall(fold(text)) if len(w) > 2 and w not in _STOP]
+
+
+class Topics:
+    """The topic background, embedded with one model."""
+
+    def __init__(self, phrases: list[str], vectors: np.ndarray) -> None:
+        self.phrases = phrases
+        self.vectors = vectors
+        self._position = {p: i for i, p in enumerate(phrases)}
+        share: Counter[str] = Counter()
+        for phrase in phrases:
+            share.update(set(_stems(phrase)))
+        generic = {w for w, n in share.items() if n >= GENERIC_SHARE * len(phrases)}
+        self._generic = generic
+        self._needed = [tuple(w for w in _stems(p) if w not in generic) for p in phrases]
+
+    @classmethod
+    def load(
+        cls, embed: Callable[[list[str]], Any], cache_dir: Path | None, model_key: str
+    ) -> Topics:
+        """The phrases of topics.txt with their vectors, from the cache when it has them.
+
+        `embed` (texts -> vectors) is called only when the cache cannot be used: embedding
+        the ~1,200 phrases takes seconds, so ingest fills the cache for later questions.
+        """
+        text = TOPICS_FILE.read_text(encoding="utf-8")
+        phrases = [line for line in text.splitlines() if line and not line.startswith("#")]
+        key = hashlib.sha256(f"{model_key}\n{text}".encode()).hexdigest()[:16]
+        cached = cache_dir / f"topics-{key}.npy" if cache_dir else None
+        if cached is not None and cached.exists():
+            try:
+                vectors = np.load(cached, allow_pickle=False)
+                if vectors.shape[0] == len(phrases):
+                    return cls(phrases, vectors)
+            except (OSError, ValueError) as err:
+                log.warning("ignoring the unreadable topic cache %s (%s)", cached, err)
+        vectors = np.asarray(embed(phrases), dtype=np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
+        if cached is not None:
+            try:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_suffix(".tmp.npy")
+                np.save(tmp, vectors, allow_pickle=False)
+                tmp.replace(cached)
+            except OSError as err:  # a read-only RAG_HOME still answers, a little slower
+                log.warning("cannot cache topic vectors in %s (%s)", cached, err)
+        return cls(phrases, vectors)
+
+    def near(self, query_vector: Any, limit: int = 10) -> list[tuple[str, float]]:
+        """Topics the question is about, nearest first."""
+        q = np.asarray(query_vector, dtype=np.float32)
+        sims = self.vectors @ (q / (np.linalg.norm(q) + 1e-12))
+        order = np.argsort(-sims)[:limit]
+        return [(self.phrases[i], float(sims[i])) for i in order if sims[i] >= NEAR_TOPIC]
+
+    def unmentioned(self, question: str, query_vector: Any, texts: list[str]) -> str | None:
+        """A topic the question names that none of `texts` mentions, if there is one.
+
+        The question must name the topic itself (its words, generic ones aside): a topic
+        that is only near the question ("oriented object detection" for one on open-world
+        object detection) says nothing about what the papers lack. A topic counts as
+        mentioned when a text has those words close together, in any order ("watermarking
+        AI-generated images" mentions "image watermarking"; "neural", "architecture" and
+        "search" scattered over an abstract do not mention neural architecture search).
+        """
+        asked = set(_stems(question))
+        # Each text's words in order, generic ones left out: "diffusion language models"
+        # mentions "diffusion-based large language models".
+        words = [[w for w in _stems(t) if w not in self._generic] for t in texts]
+        for phrase, _sim in self.near(query_vector):
+            needed = self._needed[self._position[phrase]]
+            if needed and set(needed) <= asked and not _together(needed, words):
+                return phrase
+        return None
+
+
+def _together(needed: tuple[str, ...], texts: list[list[str]]) -> bool:
+    """Whether some text has all of `needed` within a window one word wider than them."""
+    want = set(needed)
+    width = len(want) + WINDOW_SLACK
+    for words in texts:
+        for i, word in enumerate(words):
+            if word in want and want <= set(words[i : i + width]):
+                return True
+    return False

@@ -1,0 +1,118 @@
+"""The topic check: a question naming a known topic that the closest papers never mention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.index import PaperIndex
+from rag.retrieve import Retriever
+from rag.settings import Settings
+from rag.topics import TOPICS_FILE, Topics
+
+PHRASES = [line for line in TOPICS_FILE.read_text().splitlines() if line and "#" not in line[:1]]
+
+
+def topics_near(*near: str) -> tuple[Topics, np.ndarray]:
+    """The real topic list with vectors that put a question next to `near` and nothing else."""
+    vectors = np.eye(len(PHRASES), dtype=np.float32)
+    question = sum(vectors[PHRASES.index(p)] for p in near)
+    return Topics(PHRASES, vectors), np.asarray(question)
+
+
+def test_topic_named_by_the_question_and_absent_from_the_papers() -> None:
+    topics, q = topics_near("federated learning")
+    papers = ["We train diffusion models on images.", "A benchmark for code agents."]
+    assert topics.unmentioned("federated learning across hospitals", q, papers) == (
+        "federated learning"
+    )
+    assert topics.unmentioned("Federated learning?", q, [*papers, "Federated averaging"]) is None
+
+
+def test_topic_words_must_stand_together_in_a_paper() -> None:
+    topics, q = topics_near("neural architecture search")
+    scattered = "A neural model whose architecture we tune by random search over widths."
+    assert topics.unmentioned("neural architecture search on phones", q, [scattered]) == (
+        "neural architecture search"
+    )
+    close = "We revisit search spaces for neural architecture design."
+    assert topics.unmentioned("neural architecture search on phones", q, [close]) is None
+
+
+def test_generic_and_filler_words_need_not_be_repeated() -> None:
+    topics, q = topics_near("diffusion-based large language models")
+    paper = "Diffusion language models decode tokens in any order."
+    question = "diffusion-based large language models that decode faster"
+    assert topics.unmentioned(question, q, [paper]) is None
+
+
+def test_a_topic_only_near_the_question_is_not_held_against_the_papers() -> None:
+    # "oriented object detection" is close to a question on open-world detection, which the
+    # papers do answer; the question does not name it, so it proves nothing.
+    topics, q = topics_near("oriented object detection")
+    paper = "Open-world object detection must find unknown objects."
+    question = "finding unknown objects in open-world object detection"
+    assert topics.unmentioned(question, q, [paper]) is None
+
+
+def test_far_topics_are_ignored() -> None:
+    topics, _ = topics_near("federated learning")
+    far = np.zeros(len(PHRASES), dtype=np.float32)
+    # Cosine 0.5 with each of four topics: below NEAR_TOPIC.
+    for phrase in ("federated learning", "reinforcement learning", "watermarking", "fmri"):
+        far[PHRASES.index(phrase)] = 0.5
+    assert topics.unmentioned("federated learning", far, ["nothing related"]) is None
+
+
+@pytest.fixture
+def retriever(seed_settings: Settings) -> Retriever:
+    return Retriever(PaperIndex(seed_settings))
+
+
+@pytest.mark.slow
+def test_seed_questions_on_uncovered_topics_abstain(retriever: Retriever) -> None:
+    # Close enough to a quantization-free LLM paper that relevance alone answers it.
+    question = "post-training 4-bit weight quantization of large language models"
+    r = retriever.retrieve(question)
+    assert r.abstained and r.hits == []
+    assert "post-training quantization" in r.reason
+    for covered in ("Which papers use conformal prediction?", "papers on sparse autoencoders"):
+        assert not retriever.retrieve(covered).abstained
+    retriever.index.settings.search.topic_check = False
+    r = retriever.retrieve(question)
+    assert not r.abstained and r.hits
+
+
+@pytest.mark.slow
+def test_topic_vectors_are_cached_by_ingest(seed_settings: Settings) -> None:
+    index = PaperIndex(seed_settings)
+    cached = list(index.topics_dir.glob("topics-*.npy"))
+    assert len(cached) == 1  # written by the ingest that built the seed index
+
+    def must_not_embed(texts: list[str]) -> list[list[float]]:
+        raise AssertionError("the cache should have been used")
+
+    topics = Topics.load(must_not_embed, index.topics_dir, index.name)
+    assert len(topics.phrases) == len(PHRASES) > 1000
+    # A damaged cache is not trusted: the vectors are made again and the file rewritten.
+    cached[0].write_bytes(b"\x93NUMPY garbage")
+    calls: list[int] = []
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        calls.append(len(texts))
+        return index.query_model.get_text_embedding_batch(texts)
+
+    again = Topics.load(embed, index.topics_dir, index.name)
+    assert calls == [len(PHRASES)]
+    assert np.allclose(again.vectors, topics.vectors, atol=1e-3)
+    assert Topics.load(must_not_embed, index.topics_dir, index.name).phrases == PHRASES
+
+
+def test_unwritable_cache_still_answers(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    vectors = np.eye(len(PHRASES), dtype=np.float32)
+    topics = Topics.load(lambda texts: vectors, blocked / "topics", "m")
+    assert topics.vectors.shape == (len(PHRASES), len(PHRASES))
