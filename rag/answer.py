@@ -56,8 +56,9 @@ _FULL_TEXT = re.compile(
     re.IGNORECASE,
 )
 _NUMERIC_QUESTION = re.compile(
-    r"\b(how (?:much|many|fast|large|big|long|small)|what (?:is|was) the \w+ (?:rate|score|"
-    r"accuracy|speed-?up)|by how|percent|speed-?up|faster|accuracy)\b",
+    r"\b(how (?:much|many|fast|large|big|long|small|often)|what (?:is|was) the \w+ (?:rate|"
+    r"score|accuracy|speed-?up)|what (?:fraction|share|proportion|percentage|ratio)|by how|"
+    r"percent|speed-?up|faster|accuracy)\b",
     re.IGNORECASE,
 )
 # Citation forms small models write instead of [n]: "Source 1", "[Source 2]", "(3)", "[1][2]".
@@ -406,7 +407,16 @@ class Answerer:
                 scored.append((sim + 0.03 * overlap + bonus, j))
             i += len(group)
             best.append(max((sc for sc, _ in scored), default=0.0))
-            keep = sorted(j for _, j in sorted(scored, reverse=True)[:per])
+            order = [j for _, j in sorted(scored, reverse=True)]
+            keep = order[:per]
+            if numeric:
+                # The two best sentences with numbers always go in: the number asked for is
+                # often in a sentence that is otherwise less like the question.
+                for j in [j for j in order if numbers(group[j])][:2]:
+                    plain = [k for k in keep if not numbers(group[k])]
+                    if j not in keep and plain:
+                        keep[keep.index(plain[-1])] = j
+            keep = sorted(keep)
             picked.append([group[j][:500] for j in keep])
         return picked, best
 
@@ -420,7 +430,7 @@ class Answerer:
             if i and sims and sims[i] < max(EXTRACTIVE_MIN_SIM, top - EXTRACTIVE_MARGIN):
                 continue
             if group and len(sentences) < 3:
-                best = group[0] if len(group) == 1 else self._best_of(answer.question, group)
+                best = self._best_of(answer.question, group)
                 sentences.append(
                     Sentence(f"{clean_text(s.paper.display_name)}: {best}", [s.n], True, 1.0, best)
                 )
@@ -433,14 +443,16 @@ class Answerer:
             answer.backend = "extractive"
 
     def _best_of(self, question: str, group: list[str]) -> str:
+        # A question asking for a number is answered by a sentence that has one, however
+        # close a sentence without numbers is: "how many training runs" wants "7,000 runs".
+        if _NUMERIC_QUESTION.search(question):
+            group = [s for s in group if numbers(s)] or group
+        if len(group) == 1:
+            return group[0]
         model = self.retriever.index.query_model
         q = model.get_query_embedding(question)
         vectors = model.get_text_embedding_batch(group)
-        numeric = bool(_NUMERIC_QUESTION.search(question))
-        scores = [
-            sum(a * b for a, b in zip(q, v, strict=True)) + (0.1 if numeric and numbers(s) else 0)
-            for s, v in zip(group, vectors, strict=True)
-        ]
+        scores = [sum(a * b for a, b in zip(q, v, strict=True)) for v in vectors]
         return group[max(range(len(group)), key=lambda i: scores[i])]
 
     def _check(self, answer: Answer, raw: str, picked: list[list[str]]) -> None:

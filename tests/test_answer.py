@@ -135,6 +135,19 @@ def test_model_refusal_when_sources_clearly_match_shows_sources(seed_settings: S
     assert answer.sentences[0].citations == [1]
 
 
+def test_number_questions_get_the_sentence_with_the_number(seed_settings: Settings) -> None:
+    # The sentence that states the number is less like the question than others of the same
+    # abstract; it must still reach the prompt and the answer shown instead of a refusal.
+    question = (
+        "How many training runs were used in the big exploitability comparison of deep RL "
+        "algorithms for imperfect-information games?"
+    )
+    a, backend = answerer(seed_settings, "NOT IN SOURCES")
+    answer = a.ask(question)
+    assert "7000" in backend.prompts[-1].replace(",", "")
+    assert "7000" in answer.text.replace(",", "") and answer.sentences[0].citations == [1]
+
+
 def test_author_questions_list_every_paper_without_llm(seed_settings: Settings) -> None:
     a, backend = answerer(seed_settings, "unused")
     answer = a.ask("What has Quentin Bouniot worked on here?")
