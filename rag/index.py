@@ -533,7 +533,7 @@ class PaperIndex:
                 Topics.load(
                     lambda texts: self.embed_model.get_text_embedding_batch(texts),
                     self.topics_dir,
-                    self.name,
+                    self.model_key,
                 )
             checkpoint("ingest.synced")
             catalog.clear_removals()
@@ -710,9 +710,15 @@ class PaperIndex:
     # ------------------------------------------------------------------ BM25 beside Chroma
 
     @property
+    def model_key(self) -> str:
+        """What makes this index's vectors comparable: the embedding model and its length."""
+        embed = self.settings.embed
+        return fingerprint({"model": model_identity(embed.model), "max_length": embed.max_length})
+
+    @property
     def topics_dir(self) -> Path:
-        """Where rag.topics caches its vectors for this index's embedding model."""
-        return self.settings.home / "topics"
+        """Where rag.topics caches its vectors (keyed by the embedding model inside)."""
+        return self.settings.search.topics_cache
 
     @property
     def bm25_dir(self) -> Path:

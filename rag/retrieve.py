@@ -254,7 +254,7 @@ class Retriever:
             self._topics = Topics.load(
                 lambda texts: self.index.query_model.get_text_embedding_batch(texts),
                 self.index.topics_dir,
-                self.index.name,
+                self.index.model_key,
             )
         return self._topics
 

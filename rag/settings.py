@@ -121,6 +121,11 @@ class SearchSettings(_Section):
         description="Abstain when a question is plainly about a known research topic "
         "(rag/topics.txt) that none of the closest papers mentions.",
     )
+    topics_cache: Path = Field(
+        default=Path.home() / ".cache" / "paper-rag" / "topics",
+        description="Where the topic list's vectors are kept, per embedding model, for every "
+        "index on this machine (embedding them takes seconds).",
+    )
 
 
 class LLMSettings(_Section):

@@ -8,13 +8,15 @@ learning", "autonomous driving"), and none of the closest papers says those word
 
 The topics are a fixed background of what machine-learning questions are about (author
 keywords of ICLR 2026, `rag/topics.txt`, written by `python -m evals.make_topics`), not the
-user's papers. They are embedded once per embedding model and cached in RAG_HOME.
+user's papers. They are embedded once per embedding model and cached for every index on the
+machine (RAG_SEARCH_TOPICS_CACHE).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -108,7 +110,7 @@ class Topics:
         if cached is not None:
             try:
                 cached.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cached.with_suffix(".tmp.npy")
+                tmp = cached.with_name(f"{cached.stem}.{os.getpid()}.tmp.npy")
                 np.save(tmp, vectors, allow_pickle=False)
                 tmp.replace(cached)
             except OSError as err:  # a read-only RAG_HOME still answers, a little slower

@@ -12,6 +12,8 @@ from rag.retrieve import Retriever
 from rag.settings import Settings
 from rag.topics import TOPICS_FILE, Topics
 
+from .conftest import CORPUS
+
 PHRASES = [line for line in TOPICS_FILE.read_text().splitlines() if line and "#" not in line[:1]]
 
 
@@ -86,15 +88,17 @@ def test_seed_questions_on_uncovered_topics_abstain(retriever: Retriever) -> Non
 
 
 @pytest.mark.slow
-def test_topic_vectors_are_cached_by_ingest(seed_settings: Settings) -> None:
+def test_topic_vectors_are_cached_by_ingest(seed_settings: Settings, tmp_path: Path) -> None:
+    seed_settings.search.topics_cache = tmp_path / "topics"
     index = PaperIndex(seed_settings)
+    index.ingest([CORPUS], progress=False)  # nothing to embed but the topics, once
     cached = list(index.topics_dir.glob("topics-*.npy"))
-    assert len(cached) == 1  # written by the ingest that built the seed index
+    assert len(cached) == 1
 
     def must_not_embed(texts: list[str]) -> list[list[float]]:
         raise AssertionError("the cache should have been used")
 
-    topics = Topics.load(must_not_embed, index.topics_dir, index.name)
+    topics = Topics.load(must_not_embed, index.topics_dir, index.model_key)
     assert len(topics.phrases) == len(PHRASES) > 1000
     # A damaged cache is not trusted: the vectors are made again and the file rewritten.
     cached[0].write_bytes(b"\x93NUMPY garbage")
@@ -104,10 +108,14 @@ def test_topic_vectors_are_cached_by_ingest(seed_settings: Settings) -> None:
         calls.append(len(texts))
         return index.query_model.get_text_embedding_batch(texts)
 
-    again = Topics.load(embed, index.topics_dir, index.name)
+    again = Topics.load(embed, index.topics_dir, index.model_key)
     assert calls == [len(PHRASES)]
     assert np.allclose(again.vectors, topics.vectors, atol=1e-3)
-    assert Topics.load(must_not_embed, index.topics_dir, index.name).phrases == PHRASES
+    assert Topics.load(must_not_embed, index.topics_dir, index.model_key).phrases == PHRASES
+    # Shared by every index on the machine that uses the same model.
+    other = seed_settings.model_copy(update={"home": tmp_path / "other"})
+    PaperIndex(other).ingest([CORPUS / "000_ca26f2752b4dd6e2.txt"], progress=False)
+    assert list(index.topics_dir.glob("topics-*.npy")) == cached
 
 
 def test_unwritable_cache_still_answers(tmp_path: Path) -> None:
