@@ -46,6 +46,13 @@ TOPIC_CHECK_PAPERS = 3
 
 _WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
 _CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
+# Names a question may ask about that papers would spell the same way: acronyms (BLEU),
+# CamelCase (AlphaFold) and names with digits (ResNet-50, WMT14). Plain capitalised words
+# ("Chinese", a sentence's first word) are left out: papers word those many ways.
+_NAME = re.compile(
+    r"\b(?:[A-Z][A-Za-z0-9]*[A-Z0-9][A-Za-z0-9-]*|[A-Z][a-z]+[A-Z][A-Za-z0-9-]*|"
+    r"[A-Za-z]+-?\d+[A-Za-z0-9-]*)\b"
+)
 _WHAT_IS = re.compile(
     r"\b(?i:what|how)\s+(?i:is|are|does|do|did|was)\s+(?i:the\s+|an?\s+)?([A-Z][\w\-]*[\w])"
 )
@@ -246,6 +253,7 @@ class Retriever:
         self._vector_collection: Any = None  # the collection handle _vector_index reads
         self._vector_model: Any = None
         self._topics: Topics | None = None
+        self._all_text: str | None = None  # every title and abstract, lower-cased
 
     @property
     def topics(self) -> Topics:
@@ -267,6 +275,7 @@ class Retriever:
             self.papers, self._aliases, self._authors = {}, {}, {}
             self._surnames, self._author_tokens, self._names = {}, {}, {}
             self._capitalised = {}
+            self._all_text = None
             self._tracks, self._track_parts = {}, []
             self._bm25 = None
 
@@ -595,7 +604,31 @@ class Retriever:
                 reason = f"the question is about {topic!r}; none of the closest papers mention it"
                 signals["unmentioned_topic"] = 1.0
                 return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
+            name = self._unknown_name(query)
+            if name:
+                reason = f"no indexed paper mentions {name!r}"
+                signals["unknown_name"] = 1.0
+                return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
         return Retrieval(query, hits, False, "", mode, authors, tracks, signals=signals)
+
+    def _unknown_name(self, query: str) -> str | None:
+        """A name the question asks about (AlphaFold, GPT-2, BLEU) that no paper contains.
+
+        Matched as a substring of all titles and abstracts, so it errs towards "mentioned"
+        ("PC" is inside "PCA"); the text is joined on the first question that has a name.
+        """
+        names = [n for n in _NAME.findall(query) if not n.isdigit()]
+        if not names:
+            return None
+        if self._all_text is None:
+            with self._lock:
+                self._all_text = "\n".join(
+                    f"{p.title}\n{p.abstract}" for p in self.papers.values()
+                ).lower()
+        for name in names:
+            if name.lower() not in self._all_text:
+                return name
+        return None
 
     def _named(self, query: str, allowed: set[str] | None) -> list[str]:
         found: list[str] = []

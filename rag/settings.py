@@ -119,7 +119,8 @@ class SearchSettings(_Section):
     topic_check: bool = Field(
         default=True,
         description="Abstain when a question is plainly about a known research topic "
-        "(rag/topics.txt) that none of the closest papers mentions.",
+        "(rag/topics.txt) that none of the closest papers mentions, or asks about a name "
+        "(AlphaFold, ResNet-50, BLEU) that no indexed paper mentions.",
     )
     topics_cache: Path = Field(
         default=Path.home() / ".cache" / "paper-rag" / "topics",

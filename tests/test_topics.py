@@ -88,6 +88,21 @@ def test_seed_questions_on_uncovered_topics_abstain(retriever: Retriever) -> Non
 
 
 @pytest.mark.slow
+def test_questions_about_names_no_paper_mentions_abstain(retriever: Retriever) -> None:
+    r = retriever.retrieve("How does AlphaFold 3 predict protein complex structures?")
+    assert r.abstained and r.hits == [] and "'AlphaFold'" in r.reason
+    # Names the papers use, and paper names, are answered.
+    for known in (
+        "Which papers train SAEs on vision models?",
+        "How do MLLMs handle corrupted images?",
+        "What does Motion-R1 generate?",
+    ):
+        assert not retriever.retrieve(known).abstained, known
+    retriever.index.settings.search.topic_check = False
+    assert not retriever.retrieve("How does AlphaFold 3 predict protein complexes?").abstained
+
+
+@pytest.mark.slow
 def test_topic_vectors_are_cached_by_ingest(seed_settings: Settings, tmp_path: Path) -> None:
     seed_settings.search.topics_cache = tmp_path / "topics"
     index = PaperIndex(seed_settings)
