@@ -717,8 +717,11 @@ class PaperIndex:
 
     @property
     def topics_dir(self) -> Path:
-        """Where rag.topics caches its vectors (keyed by the embedding model inside)."""
-        return self.settings.search.topics_cache
+        """Where rag.topics caches its vectors (keyed by the embedding model inside).
+
+        Inside RAG_HOME by default: ingest writes nowhere else.
+        """
+        return self.settings.search.topics_cache or self.settings.home / "topics"
 
     @property
     def bm25_dir(self) -> Path:

@@ -122,10 +122,10 @@ class SearchSettings(_Section):
         "(rag/topics.txt) that none of the closest papers mentions, or asks about a name "
         "(AlphaFold, ResNet-50, BLEU) that no indexed paper mentions.",
     )
-    topics_cache: Path = Field(
-        default=Path.home() / ".cache" / "paper-rag" / "topics",
-        description="Where the topic list's vectors are kept, per embedding model, for every "
-        "index on this machine (embedding them takes seconds).",
+    topics_cache: Path | None = Field(
+        default=None,
+        description="Where the topic list's vectors are kept, per embedding model (default: "
+        "RAG_HOME/topics). Indexes that share one folder embed the list once.",
     )
 
 

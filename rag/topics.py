@@ -8,8 +8,8 @@ learning", "autonomous driving"), and none of the closest papers says those word
 
 The topics are a fixed background of what machine-learning questions are about (author
 keywords of ICLR 2026, `rag/topics.txt`, written by `python -m evals.make_topics`), not the
-user's papers. They are embedded once per embedding model and cached for every index on the
-machine (RAG_SEARCH_TOPICS_CACHE).
+user's papers. They are embedded once per embedding model and cached (RAG_HOME/topics, or
+RAG_SEARCH_TOPICS_CACHE).
 """
 
 from __future__ import annotations

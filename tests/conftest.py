@@ -6,9 +6,10 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,11 @@ CORPUS = PROJECT_ROOT / "corpus"
 SHARED = PROJECT_ROOT.parent / "shared"
 ICML = SHARED / "corpora" / "icml2026_main.jsonl"
 ARTIFACTS = PROJECT_ROOT / "tests" / "artifacts"
+# Most tests build indexes in fresh homes; each would embed the topic list again (~9 s).
+# They share one cache for the run (child processes inherit it); tests of where ingest
+# writes drop it to see the default (RAG_HOME/topics).
+TOPICS_CACHE = Path(tempfile.mkdtemp(prefix="rag-test-topics-"))
+os.environ.setdefault("RAG_SEARCH_TOPICS_CACHE", str(TOPICS_CACHE))
 
 
 def free_port() -> int:
@@ -28,8 +34,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_cli(module: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300):
-    full_env = {**os.environ, **(env or {})}
+def run_cli(
+    module: str, *args: str, env: Mapping[str, str | None] | None = None, timeout: float = 300
+):
+    """`python -m module args` in the project; `env` adds variables, or drops those set to None."""
+    merged = {**os.environ, **(env or {})}
+    full_env = {k: v for k, v in merged.items() if v is not None}
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         capture_output=True,

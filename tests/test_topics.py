@@ -133,6 +133,12 @@ def test_topic_vectors_are_cached_by_ingest(seed_settings: Settings, tmp_path: P
     assert list(index.topics_dir.glob("topics-*.npy")) == cached
 
 
+def test_topic_cache_is_inside_rag_home_by_default(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / "home")
+    settings.search.topics_cache = None
+    assert PaperIndex(settings).topics_dir == tmp_path / "home" / "topics"
+
+
 def test_unwritable_cache_still_answers(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
