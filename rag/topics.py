@@ -36,9 +36,9 @@ NEAR_TOPIC = 0.6
 # Words in this share of topics or more ("model", "learning", "generative") name no topic
 # of their own: a paper need not repeat them to be about the topic.
 GENERIC_SHARE = 0.04
-# Function words, and fillers that name no topic ("diffusion-based large language models").
 # How many other words may stand between a topic's words in a paper.
 WINDOW_SLACK = 2
+# Function words, and fillers that name no topic ("diffusion-based large language models").
 _STOP = {
     "and",
     "for",
@@ -77,7 +77,6 @@ class Topics:
     def __init__(self, phrases: list[str], vectors: np.ndarray) -> None:
         self.phrases = phrases
         self.vectors = vectors
-        self._position = {p: i for i, p in enumerate(phrases)}
         share: Counter[str] = Counter()
         for phrase in phrases:
             share.update(set(_stems(phrase)))
@@ -119,10 +118,13 @@ class Topics:
 
     def near(self, query_vector: Any, limit: int = 10) -> list[tuple[str, float]]:
         """Topics the question is about, nearest first."""
+        return [(self.phrases[i], sim) for i, sim in self._near(query_vector, limit)]
+
+    def _near(self, query_vector: Any, limit: int) -> list[tuple[int, float]]:
         q = np.asarray(query_vector, dtype=np.float32)
         sims = self.vectors @ (q / (np.linalg.norm(q) + 1e-12))
         order = np.argsort(-sims)[:limit]
-        return [(self.phrases[i], float(sims[i])) for i in order if sims[i] >= NEAR_TOPIC]
+        return [(int(i), float(sims[i])) for i in order if sims[i] >= NEAR_TOPIC]
 
     def unmentioned(self, question: str, query_vector: Any, texts: list[str]) -> str | None:
         """A topic the question names that none of `texts` mentions, if there is one.
@@ -138,10 +140,10 @@ class Topics:
         # Each text's words in order, generic ones left out: "diffusion language models"
         # mentions "diffusion-based large language models".
         words = [[w for w in _stems(t) if w not in self._generic] for t in texts]
-        for phrase, _sim in self.near(query_vector):
-            needed = self._needed[self._position[phrase]]
+        for i, _sim in self._near(query_vector, 10):
+            needed = self._needed[i]
             if needed and set(needed) <= asked and not _together(needed, words):
-                return phrase
+                return self.phrases[i]
         return None
 
 
