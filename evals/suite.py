@@ -405,6 +405,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         baseline = Baseline(index, backend.llm, retriever.papers)  # type: ignore[attr-defined]
 
     ours_rows, base_rows, ret_rows = [], [], []
+    # Each question's rows as it finishes: a run with the baseline takes hours on a laptop,
+    # and one that is stopped still shows where it got.
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"{dt.date.today().isoformat()}-{settings.llm.backend}{'-quick' if args.quick else ''}"
+    progress = (args.out / f"{stem}.rows.jsonl").open("w", encoding="utf-8")
     for q in tqdm(questions, desc="questions", file=sys.stderr, disable=None):
         gold = {retriever.resolve(g) for g in q["gold"]}
         hits = retriever.retrieve(q["question"], k=K)
@@ -415,6 +420,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ours_rows.append(meta | run_ours(answerer, q, gold, verifier))
         if baseline is not None:
             base_rows.append(meta | baseline.run(q, gold, verifier))
+        done = {"ours": ours_rows[-1], "baseline": base_rows[-1] if baseline else None}
+        progress.write(json.dumps(done, ensure_ascii=False) + "\n")
+        progress.flush()
+    progress.close()
 
     def mean(rows: list[dict[str, Any]], key: str) -> float:
         values = [r[key] for r in rows if key in r]

@@ -168,7 +168,8 @@ def search_main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     if result.mode in ("author", "track"):
         what = ", ".join(result.authors or result.tracks)
-        print(f"{len(result.hits)} papers ({result.mode}: {what}):")
+        n = len(result.hits)
+        print(f"{n} paper{'' if n == 1 else 's'} ({result.mode}: {what}):")
     from rag.answer import clean_text  # terminal text: no markup or escape sequences
 
     for n, h in enumerate(result.hits, start=1):

@@ -43,6 +43,8 @@ ABSTAIN_BELOW = 0.72
 # Above it, a question about a known topic that none of this many closest papers mentions is
 # abstained on too (rag.topics).
 TOPIC_CHECK_PAPERS = 3
+# Of this many best fused papers, those that mention the topic a question names go first.
+TOPIC_FIRST_DEPTH = 20
 
 _WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
 _CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
@@ -163,6 +165,16 @@ _AUTHOR_CUES = re.compile(
     r"\b(?:by|authors?|authored|co-?authors?|co-?authored|wrote|written|publish(?:ed)?|"
     r"worked|work by|surname|papers of)\b"
 )
+# ICML's position papers are a track of their own, but listings file them under their
+# subject area; their titles ("Position: ...") or abstracts say what they are.
+POSITION_TRACK = "Position papers"
+_POSITION = re.compile(r"^\s*position\s*:|\bposition papers?\b", re.IGNORECASE)
+
+
+def is_position_paper(p: Paper) -> bool:
+    return bool(_POSITION.search(p.title) or _POSITION.search(p.abstract))
+
+
 _TRACK_CUES = re.compile(r"\b(?:track|tracks|area|subarea|category|filed|submitted under)\b")
 _UNKNOWN_AUTHOR = re.compile(
     r"^(?:(?:list|show|find|give me)\s+)?(?:all\s+)?(?:the\s+)?(?:papers?|work|articles?)\s+"
@@ -215,8 +227,14 @@ def hit_dict(h: Hit) -> dict[str, Any]:
     }
 
 
+# "Bouniot's papers", "what's in the theory track": the clitic is not part of the word, so
+# the name matches its author and "what" its stopword. "O'Brien" keeps its apostrophe.
+_CLITIC = re.compile(r"['’](?:s|re|ve|ll|d|m)$")
+
+
 def _tokens(text: str) -> list[str]:
-    return [t.strip("'’-") for t in _WORD.findall(fold(text)) if t.strip("'’-")]
+    words = (_CLITIC.sub("", t).strip("'’-") for t in _WORD.findall(fold(text)))
+    return [w for w in words if w]
 
 
 def _phrase(text: str) -> str:
@@ -254,6 +272,8 @@ class Retriever:
         self._vector_model: Any = None
         self._topics: Topics | None = None
         self._all_text: str | None = None  # every title and abstract, lower-cased
+        self._title_words: dict[str, str] = {}  # "guidance" -> "Guidance" (of "Guidance: ...")
+        self._ordinary: dict[str, bool] = {}
 
     @property
     def topics(self) -> Topics:
@@ -276,6 +296,7 @@ class Retriever:
             self._surnames, self._author_tokens, self._names = {}, {}, {}
             self._capitalised = {}
             self._all_text = None
+            self._title_words, self._ordinary = {}, {}
             self._tracks, self._track_parts = {}, []
             self._bm25 = None
 
@@ -298,8 +319,13 @@ class Retriever:
                         for tok in key.split():
                             self._author_tokens.setdefault(tok, set()).add(key)
                 self._tracks.setdefault(p.track, []).append(p.id)
+                if is_position_paper(p):
+                    self._tracks.setdefault(POSITION_TRACK, []).append(p.id)
                 for name in set(self._names_of(p)):
                     self._names.setdefault(name, []).append(p.id)
+                head = p.title.split(":", 1)[0].strip()
+                if ":" in p.title and head.isalpha():
+                    self._title_words[fold(head)] = head
                 for tok in set(_CAPITALISED.findall(f"{p.title} {p.abstract}")):
                     self._capitalised.setdefault(tok, set()).add(p.id)
             for track in self._tracks:
@@ -389,7 +415,13 @@ class Retriever:
             if best[0]:
                 return best
         cue = bool(_AUTHOR_CUES.search(fold(original)))
-        capitalised = {fold(w) for w in _WORD.findall(original) if w[:1].isupper()}
+        # Capitalised like a name; an acronym ("AI agents") is not the surname Ai.
+        capitalised = {
+            t
+            for w in _WORD.findall(original)
+            if w[:1].isupper() and not (len(w) > 1 and w.isupper())
+            for t in _tokens(w)
+        }
         for w in words:
             if w in self._surnames and w not in _STOP and (cue or w in capitalised):
                 return sorted(self._surnames[w]), [w]
@@ -521,7 +553,7 @@ class Retriever:
         found_tracks, used = self._find_track_in(words)
         if found_tracks:
             rest = [w for w in words if w not in used and w not in _STOP]
-            cue = bool(_TRACK_CUES.search(fold(query)))
+            cue = bool(_TRACK_CUES.search(fold(query))) or POSITION_TRACK in found_tracks
             if cue or not rest:
                 ids = {pid for t in found_tracks for pid in self._tracks[t]}
                 if not rest:
@@ -567,7 +599,16 @@ class Retriever:
             why.setdefault(pid, []).append("name")
             passages.setdefault(pid, (1.0, _lead(self.papers[pid].abstract)))
 
-        ranked_ids = sorted(fused, key=lambda pid: -fused[pid])[:k]
+        ranked_ids = sorted(fused, key=lambda pid: -fused[pid])
+        first_ids = ranked_ids[:TOPIC_CHECK_PAPERS]
+        if (
+            mode == "hybrid"
+            and vector is not None
+            and not named  # a paper the question names stays first
+            and self.index.settings.search.topic_check
+        ):
+            ranked_ids = self._topic_first(query, vector, ranked_ids)
+        ranked_ids = ranked_ids[:k]
         hits = [
             Hit(self.papers[pid], round(fused[pid], 6), passages[pid][1], tuple(why[pid]))
             for pid in ranked_ids
@@ -598,7 +639,7 @@ class Retriever:
             and allowed is None
             and self.index.settings.search.topic_check
         ):
-            texts = [f"{h.paper.title} {h.paper.abstract}" for h in hits[:TOPIC_CHECK_PAPERS]]
+            texts = [f"{self.papers[pid].title} {self.papers[pid].abstract}" for pid in first_ids]
             topic = self.topics.unmentioned(query, vector, texts)
             if topic:
                 reason = f"the question is about {topic!r}; none of the closest papers mention it"
@@ -611,6 +652,27 @@ class Retriever:
                 return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
         return Retrieval(query, hits, False, "", mode, authors, tracks, signals=signals)
 
+    def _topic_first(self, query: str, vector: list[float], ranked: list[str]) -> list[str]:
+        """Papers that mention the known topic a question names, ahead of those that do not.
+
+        "Which papers use sparse autoencoders?" among thousands of interpretability papers:
+        fusion ranks near-topic papers (probing, circuits) among those that use sparse
+        autoencoders; a paper that never says the words does not answer the question.
+        """
+        topics = self.topics.named(query, vector)
+        if not topics:
+            return ranked
+        head = ranked[:TOPIC_FIRST_DEPTH]
+        says = [
+            pid
+            for pid in head
+            if self.topics.mentions(topics, f"{self.papers[pid].title} {self.papers[pid].abstract}")
+        ]
+        if not says:
+            return ranked
+        rest = [pid for pid in head if pid not in set(says)]
+        return says + rest + ranked[TOPIC_FIRST_DEPTH:]
+
     def _unknown_name(self, query: str) -> str | None:
         """A name the question asks about (AlphaFold, GPT-2, BLEU) that no paper contains.
 
@@ -620,21 +682,35 @@ class Retriever:
         names = [n for n in _NAME.findall(query) if not n.isdigit()]
         if not names:
             return None
+        text = self._text()
+        for name in names:
+            if name.lower() not in text:
+                return name
+        return None
+
+    def _text(self) -> str:
         if self._all_text is None:
             with self._lock:
                 self._all_text = "\n".join(
                     f"{p.title}\n{p.abstract}" for p in self.papers.values()
                 ).lower()
-        for name in names:
-            if name.lower() not in self._all_text:
-                return name
-        return None
+        return self._all_text
+
+    def _is_ordinary(self, word: str) -> bool:
+        """Whether many papers use a word: a title head that is such a word ("Guidance: ...",
+        "USE: ...") names its paper only when the question spells it the same way."""
+        if word not in self._ordinary:
+            self._ordinary[word] = self._text().count(word) > 4 * MAX_NAME_SHARERS
+        return self._ordinary[word]
 
     def _named(self, query: str, allowed: set[str] | None) -> list[str]:
         found: list[str] = []
         subject = _WHAT_IS.search(query)
         for raw in re.findall(r"[\w][\w\-]*[\w]|\w", query):
-            ids = self._names.get(fold(raw), [])
+            key = fold(raw)
+            ids = self._names.get(key, [])
+            if ids and self._title_words.get(key, raw) != raw and self._is_ordinary(key):
+                ids = []  # "papers that use sparse autoencoders" is not about "USE: ..."
             if not ids and subject and raw == subject.group(1):
                 # "What is Stochastax?": a capitalised name few papers use is what they
                 # share, even if no abstract says "we propose" it.

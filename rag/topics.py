@@ -59,6 +59,7 @@ _STOP = {
     "towards",
 }
 _WORD = re.compile(r"[a-z0-9]+")
+_EITHER = re.compile(r"\bor\b", re.IGNORECASE)
 
 
 def _stem(word: str) -> str:
@@ -126,6 +127,21 @@ class Topics:
         order = np.argsort(-sims)[:limit]
         return [(int(i), float(sims[i])) for i in order if sims[i] >= NEAR_TOPIC]
 
+    def named(self, question: str, query_vector: Any) -> list[tuple[str, ...]]:
+        """The words of each known topic the question is about and names."""
+        asked = set(_stems(question))
+        out = []
+        for i, _sim in self._near(query_vector, 10):
+            needed = self._needed[i]
+            if needed and set(needed) <= asked and needed not in out:
+                out.append(needed)
+        return out
+
+    def mentions(self, topics: list[tuple[str, ...]], text: str) -> bool:
+        """Whether `text` has the words of one of `topics` close together."""
+        words = [[w for w in _stems(text) if w not in self._generic]]
+        return any(_together(needed, words) for needed in topics)
+
     def unmentioned(self, question: str, query_vector: Any, texts: list[str]) -> str | None:
         """A topic the question names that none of `texts` mentions, if there is one.
 
@@ -136,14 +152,28 @@ class Topics:
         AI-generated images" mentions "image watermarking"; "neural", "architecture" and
         "search" scattered over an abstract do not mention neural architecture search).
         """
-        asked = set(_stems(question))
+        # "machine unlearning or concept erasure" asks for either: each side of an "or"
+        # must name a topic the papers lack before the question as a whole does.
+        # A side that names no known topic ("..., or not?") is no alternative.
+        sides = [set(_stems(side)) for side in _EITHER.split(question)]
+        asked = set().union(*sides)
+        if len(sides) > 1:
+            named = [s for s in sides if any(n and set(n) <= s for n in self._needed)]
+            sides = named if len(named) > 1 else [asked]
         # Each text's words in order, generic ones left out: "diffusion language models"
         # mentions "diffusion-based large language models".
         words = [[w for w in _stems(t) if w not in self._generic] for t in texts]
+        missing: dict[int, str] = {}
         for i, _sim in self._near(query_vector, 10):
             needed = self._needed[i]
             if needed and set(needed) <= asked and not _together(needed, words):
-                return self.phrases[i]
+                for n, side in enumerate(sides):
+                    if set(needed) <= side:
+                        missing.setdefault(n, self.phrases[i])
+                if len(sides) == 1 or not any(set(needed) <= side for side in sides):
+                    missing.setdefault(-1, self.phrases[i])  # spans an "or": all of it lacks
+        if -1 in missing or len(missing) == len(sides):
+            return missing.get(-1) or missing[0]
         return None
 
 

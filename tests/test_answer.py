@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rag.answer import (
+    CONFIDENT_RELEVANCE,
     Answerer,
     attach_citations,
     clean_text,
@@ -16,7 +17,7 @@ from rag.answer import (
     parse_citations,
 )
 from rag.index import PaperIndex
-from rag.retrieve import Retriever
+from rag.retrieve import ABSTAIN_BELOW, Retriever
 from rag.settings import AnswerSettings, Settings
 
 from .conftest import CORPUS, LlamaServer, free_port, run_cli
@@ -127,12 +128,30 @@ def test_full_text_details_are_not_invented(seed_settings: Settings) -> None:
     a, backend = answerer(seed_settings, "It used 8 A100 GPUs [1].")
     answer = a.ask("What GPUs was TimeSAE trained on?")
     assert answer.abstained and backend.prompts == [] and "full papers" in answer.text
+    why = a.ask("Why do sparse autoencoder features differ from one random seed to the next?")
+    assert not why.abstained and len(backend.prompts) == 1
 
 
 def test_model_refusal_when_sources_clearly_match_shows_sources(seed_settings: Settings) -> None:
     answer = answerer(seed_settings, "NOT IN SOURCES")[0].ask("What is SOTAlign?")
     assert not answer.abstained and "did not find" in answer.note
     assert answer.sentences[0].citations == [1]
+
+
+def test_model_refusal_abstains_only_where_retrieval_is_weakest(seed_settings: Settings) -> None:
+    # Relevance just above the abstention threshold: the model's refusal tips it (no paper
+    # here is about adversarial attacks on driving).
+    a, _ = answerer(seed_settings, "NOT IN SOURCES")
+    unsure = a.ask("adversarial examples against self-driving car perception")
+    assert unsure.abstained and "model found" in unsure.reason
+    assert ABSTAIN_BELOW <= unsure.signals["relevance"] < CONFIDENT_RELEVANCE
+    # A loosely worded question about a paper that is there: its sentences, not a refusal.
+    loose = a.ask(
+        "Can the per-position fully connected sublayers of a transformer be made independent "
+        "of surrounding text and precomputed as a table kept on disk?"
+    )
+    assert loose.signals["relevance"] >= CONFIDENT_RELEVANCE
+    assert not loose.abstained and "did not find" in loose.note and loose.sentences
 
 
 def test_number_questions_get_the_sentence_with_the_number(seed_settings: Settings) -> None:

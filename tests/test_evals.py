@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from evals.retrieval import gold_from_text, load_questions
 from evals.suite import check, grounding, retrieval_scores
 from rag.corpus import read_papers
 from rag.embed import load_embedding
@@ -18,6 +19,20 @@ def test_retrieval_scores() -> None:
     assert s["recall@5"] == 1.0 and s["mrr"] == 1.0
     assert s["ndcg@5"] == pytest.approx((1 + 1 / 2) / (1 + 1 / 1.5849625), rel=1e-3)
     assert retrieval_scores(["x"], {"a"})["recall@5"] == 0.0
+
+
+def test_multi_gold_rules_give_the_hand_gold_on_the_seeds() -> None:
+    """At ICML scale a multi-paper question's gold is recomputed from its `gold_terms`; on
+    the 60 seeds those rules must pick exactly the papers picked by hand."""
+    papers = read_papers([CORPUS]).papers
+    multi = [q for q in load_questions() if q["type"] == "multi"]
+    assert multi and all(q.get("gold_terms") for q in multi)
+    for q in multi:
+        assert gold_from_text(q, papers) == set(q["gold"]), q["id"]
+    one = papers[0]
+    first = one.abstract.split()[0].strip(",.")
+    assert gold_from_text({"gold_terms": [["^" + first]]}, [one]) == {one.id}
+    assert gold_from_text({"gold_terms": [["^zzzz"], [first, "zzzz"]]}, [one]) == set()
 
 
 def test_grounding_counts_alce_style() -> None:

@@ -52,6 +52,8 @@ def test_author_questions_list_every_paper(retriever: Retriever) -> None:
     assert accentless.authors == ["Bernhard Schölkopf"]
     surname = retriever.retrieve("Which papers have an author with the surname Kim?")
     assert len(surname.hits) == 7
+    possessive = retriever.retrieve("What are Bouniot's papers?")
+    assert possessive.mode == "author" and len(possessive.hits) == 4
 
 
 def test_unknown_author_abstains(retriever: Retriever) -> None:
@@ -70,6 +72,13 @@ def test_track_questions_list_every_paper(retriever: Retriever) -> None:
     }
     fuzzy = retriever.retrieve("the safety track")
     assert fuzzy.tracks == ["Social Aspects · Safety"]
+    position = retriever.retrieve("Which of these are position papers?")
+    assert position.mode == "track" and len(position.hits) == 6
+    assert all("position paper" in h.paper.abstract.lower() for h in position.hits)
+    about = retriever.retrieve("position papers about the welfare of AI models")
+    assert {h.paper.id for h in about.hits} <= {h.paper.id for h in position.hits}
+    contracted = retriever.retrieve("What's in the Language, Speech and Dialog track?")
+    assert contracted.mode == "track" and len(contracted.hits) == 2
 
 
 def test_explicit_filters(retriever: Retriever) -> None:
@@ -113,3 +122,30 @@ def test_search_cli_json(seed_settings: Settings) -> None:
     assert listed.returncode == 0 and listed.stdout.startswith("4 papers")
     nothing = run_cli("rag.search", "weather forecasting with deep learning", env=env)
     assert nothing.returncode == 0 and "No answer in the indexed papers" in nothing.stdout
+
+
+def test_ordinary_words_are_not_names(seed_settings: Settings, tmp_path) -> None:
+    # A paper titled "Guidance: ..." by Wei Ai: "classifier-free guidance" is not asking about
+    # it (16 seed sentences use the word), and "AI agents" is not asking about its author.
+    extra = tmp_path / "extra.jsonl"
+    paper = {
+        "id": "x-guidance",
+        "title": "Guidance: Sentence-Level Citation Enforcement during LLM Decoding",
+        "authors": ["Wei Ai", "Mara Lindqvist"],
+        "track": "Deep Learning · Large Language Models",
+        "abstract": "Language models that answer from documents often cite sources that do not "
+        "support the sentence they are attached to. We constrain decoding so that every "
+        "sentence ends with a citation whose source entails it, and show on three question "
+        "answering benchmarks that citation precision rises from 61% to 88%.",
+    }
+    extra.write_text(json.dumps(paper) + "\n")
+    PaperIndex(seed_settings).ingest([CORPUS, extra], progress=False)
+    r = Retriever(PaperIndex(seed_settings))
+    cfg = r.retrieve("papers about classifier-free guidance in diffusion models")
+    assert not cfg.signals.get("named") and "x-guidance" not in {h.paper.id for h in cfg.hits}
+    asked = r.retrieve("What is Guidance?")  # spelled as its title spells it
+    assert asked.hits[0].paper.id == "x-guidance" and "name" in asked.hits[0].matched
+    games = r.retrieve("Which papers involve AI agents playing games?")
+    assert games.mode == "hybrid" and not games.authors
+    by = r.retrieve("papers by Ai")
+    assert by.mode == "author" and [h.paper.title for h in by.hits] == [paper["title"]]

@@ -33,6 +33,19 @@ def test_topic_named_by_the_question_and_absent_from_the_papers() -> None:
     assert topics.unmentioned("Federated learning?", q, [*papers, "Federated averaging"]) is None
 
 
+def test_either_side_of_an_or_may_answer() -> None:
+    topics, q = topics_near("concept erasure")
+    unlearning = "We make language models forget facts: machine unlearning without retraining."
+    either = "Which papers address machine unlearning or concept erasure?"
+    assert topics.unmentioned(either, q, [unlearning]) is None
+    # Both sides name topics the papers lack: still abstained.
+    topics, q = topics_near("concept erasure", "federated learning")
+    both = "papers on federated learning or concept erasure"
+    assert topics.unmentioned(both, q, [unlearning]) in ("concept erasure", "federated learning")
+    # A topic named across the "or" is not split by it.
+    assert topics.unmentioned("concept erasure, or not?", q, [unlearning]) == "concept erasure"
+
+
 def test_topic_words_must_stand_together_in_a_paper() -> None:
     topics, q = topics_near("neural architecture search")
     scattered = "A neural model whose architecture we tune by random search over widths."
