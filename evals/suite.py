@@ -225,9 +225,13 @@ def by_type(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 # ---------------------------------------------------------------------------- report
 
 
+def report_stem(date: str, backend: str, quick: bool) -> str:
+    return f"{date}-{backend}{'-quick' if quick else ''}"
+
+
 def write_report(result: dict[str, Any], out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"{result['date']}-{result['backend']}{'-quick' if result['quick'] else ''}"
+    stem = report_stem(result["date"], result["backend"], result["quick"])
     (out_dir / f"{stem}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
     plots = _plots(result, out_dir, stem)
     ours, base = result["ours"], result.get("baseline")
@@ -408,22 +412,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Each question's rows as it finishes: a run with the baseline takes hours on a laptop,
     # and one that is stopped still shows where it got.
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"{dt.date.today().isoformat()}-{settings.llm.backend}{'-quick' if args.quick else ''}"
-    progress = (args.out / f"{stem}.rows.jsonl").open("w", encoding="utf-8")
-    for q in tqdm(questions, desc="questions", file=sys.stderr, disable=None):
-        gold = {retriever.resolve(g) for g in q["gold"]}
-        hits = retriever.retrieve(q["question"], k=K)
-        ret_rows.append(
-            {"type": q["type"], **retrieval_scores([h.paper.id for h in hits.hits], gold)}
-        )
-        meta = {"id": q["id"], "type": q["type"], "answerable": q["answerable"]}
-        ours_rows.append(meta | run_ours(answerer, q, gold, verifier))
-        if baseline is not None:
-            base_rows.append(meta | baseline.run(q, gold, verifier))
-        done = {"ours": ours_rows[-1], "baseline": base_rows[-1] if baseline else None}
-        progress.write(json.dumps(done, ensure_ascii=False) + "\n")
-        progress.flush()
-    progress.close()
+    stem = report_stem(dt.date.today().isoformat(), settings.llm.backend, args.quick)
+    with (args.out / f"{stem}.rows.jsonl").open("w", encoding="utf-8") as progress:
+        for q in tqdm(questions, desc="questions", file=sys.stderr, disable=None):
+            gold = {retriever.resolve(g) for g in q["gold"]}
+            hits = retriever.retrieve(q["question"], k=K)
+            ret_rows.append(
+                {"type": q["type"], **retrieval_scores([h.paper.id for h in hits.hits], gold)}
+            )
+            meta = {"id": q["id"], "type": q["type"], "answerable": q["answerable"]}
+            ours_rows.append(meta | run_ours(answerer, q, gold, verifier))
+            if baseline is not None:
+                base_rows.append(meta | baseline.run(q, gold, verifier))
+            done = {"ours": ours_rows[-1], "baseline": base_rows[-1] if baseline else None}
+            progress.write(json.dumps(done, ensure_ascii=False) + "\n")
+            progress.flush()
 
     def mean(rows: list[dict[str, Any]], key: str) -> float:
         values = [r[key] for r in rows if key in r]

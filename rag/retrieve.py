@@ -670,7 +670,8 @@ class Retriever:
         ]
         if not says:
             return ranked
-        rest = [pid for pid in head if pid not in set(says)]
+        first = set(says)
+        rest = [pid for pid in head if pid not in first]
         return says + rest + ranked[TOPIC_FIRST_DEPTH:]
 
     def _unknown_name(self, query: str) -> str | None:
@@ -697,8 +698,9 @@ class Retriever:
         return self._all_text
 
     def _is_ordinary(self, word: str) -> bool:
-        """Whether many papers use a word: a title head that is such a word ("Guidance: ...",
-        "USE: ...") names its paper only when the question spells it the same way."""
+        """Whether the collection uses a word often (substring count, so it errs towards
+        ordinary): a title head that is such a word ("Guidance: ...", "USE: ...") names its
+        paper only when the question spells it the same way."""
         if word not in self._ordinary:
             self._ordinary[word] = self._text().count(word) > 4 * MAX_NAME_SHARERS
         return self._ordinary[word]
