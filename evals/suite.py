@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.retrieval import load_questions
+from evals.retrieval import QUESTIONS, load_questions
 from evals.verifier import evaluate as evaluate_verifier
 from evals.verifier import load_pairs
 from rag.answer import Answerer, normalise_citations, parse_citations
@@ -225,13 +225,18 @@ def by_type(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 # ---------------------------------------------------------------------------- report
 
 
-def report_stem(date: str, backend: str, quick: bool) -> str:
-    return f"{date}-{backend}{'-quick' if quick else ''}"
+def report_stem(date: str, backend: str, quick: bool, question_set: str = "") -> str:
+    """`2026-11-30-local`, `...-quick`, `...-questions_heldout` for another question set."""
+    return (
+        f"{date}-{backend}{'-quick' if quick else ''}{f'-{question_set}' if question_set else ''}"
+    )
 
 
 def write_report(result: dict[str, Any], out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = report_stem(result["date"], result["backend"], result["quick"])
+    stem = report_stem(
+        result["date"], result["backend"], result["quick"], result.get("question_set", "")
+    )
     (out_dir / f"{stem}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
     plots = _plots(result, out_dir, stem)
     ours, base = result["ours"], result.get("baseline")
@@ -376,6 +381,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_PER_TYPE} per type")
     parser.add_argument("--check", action="store_true", help="exit 1 below the thresholds")
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        default=QUESTIONS,
+        help="question set (evals/questions_heldout.jsonl: written after the abstention rules "
+        "were set, to check them on questions they were not tuned on)",
+    )
     parser.add_argument("--out", type=Path, default=REPORTS)
     args = parser.parse_args(argv)
     from tqdm import tqdm
@@ -394,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     index.embed_model.get_text_embedding_batch(["warm up"])
     answerer = Answerer(retriever, settings)
     verifier = answerer.verifier
-    questions = load_questions()
+    questions = load_questions(args.questions)
     if args.quick:
         seen: dict[str, int] = defaultdict(int)
         picked = []
@@ -412,7 +424,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Each question's rows as it finishes: a run with the baseline takes hours on a laptop,
     # and one that is stopped still shows where it got.
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = report_stem(dt.date.today().isoformat(), settings.llm.backend, args.quick)
+    question_set = "" if args.questions.resolve() == QUESTIONS.resolve() else args.questions.stem
+    stem = report_stem(dt.date.today().isoformat(), settings.llm.backend, args.quick, question_set)
     with (args.out / f"{stem}.rows.jsonl").open("w", encoding="utf-8") as progress:
         for q in tqdm(questions, desc="questions", file=sys.stderr, disable=None):
             gold = {retriever.resolve(g) for g in q["gold"]}
@@ -446,6 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "backend": settings.llm.backend,
         "model": backend.model if backend is not None else "none",
         "quick": args.quick,
+        "question_set": question_set,
         "papers": len(retriever.papers),
         "questions": len(questions),
         "retrieval": retrieval,
