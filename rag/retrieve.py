@@ -582,6 +582,9 @@ class Retriever:
             vector = self.index.query_model.get_query_embedding(query)
         dense = self._dense(query, vector, depth, allowed) if vector is not None else []
         sparse = self._sparse(query, depth, allowed) if mode in ("hybrid", "bm25") else []
+        topics: list[tuple[str, ...]] = []
+        if mode == "hybrid" and vector is not None and self.index.settings.search.topic_check:
+            topics = self.topics.named(query, vector)
 
         passages: dict[str, tuple[float, str]] = {}
         fused: dict[str, float] = {}
@@ -601,13 +604,8 @@ class Retriever:
 
         ranked_ids = sorted(fused, key=lambda pid: -fused[pid])
         first_ids = ranked_ids[:TOPIC_CHECK_PAPERS]
-        if (
-            mode == "hybrid"
-            and vector is not None
-            and not named  # a paper the question names stays first
-            and self.index.settings.search.topic_check
-        ):
-            ranked_ids = self._topic_first(query, vector, ranked_ids)
+        if topics and not named:  # a paper the question names stays first
+            ranked_ids = self._topic_first(topics, ranked_ids)
         ranked_ids = ranked_ids[:k]
         hits = [
             Hit(self.papers[pid], round(fused[pid], 6), passages[pid][1], tuple(why[pid]))
@@ -652,16 +650,13 @@ class Retriever:
                 return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
         return Retrieval(query, hits, False, "", mode, authors, tracks, signals=signals)
 
-    def _topic_first(self, query: str, vector: list[float], ranked: list[str]) -> list[str]:
+    def _topic_first(self, topics: list[tuple[str, ...]], ranked: list[str]) -> list[str]:
         """Papers that mention the known topic a question names, ahead of those that do not.
 
         "Which papers use sparse autoencoders?" among thousands of interpretability papers:
         fusion ranks near-topic papers (probing, circuits) among those that use sparse
         autoencoders; a paper that never says the words does not answer the question.
         """
-        topics = self.topics.named(query, vector)
-        if not topics:
-            return ranked
         head = ranked[:TOPIC_FIRST_DEPTH]
         says = [
             pid

@@ -149,3 +149,9 @@ def test_ordinary_words_are_not_names(seed_settings: Settings, tmp_path) -> None
     assert games.mode == "hybrid" and not games.authors
     by = r.retrieve("papers by Ai")
     assert by.mode == "author" and [h.paper.title for h in by.hits] == [paper["title"]]
+
+
+def test_papers_that_name_the_topic_come_first(retriever: Retriever) -> None:
+    r = retriever.retrieve("Which papers use sparse autoencoders?", k=8)
+    says = ["sparse autoencoder" in h.paper.abstract.lower() for h in r.hits]
+    assert sum(says) == 5 and says == sorted(says, reverse=True)
