@@ -163,18 +163,20 @@ class Topics:
         # Each text's words in order, generic ones left out: "diffusion language models"
         # mentions "diffusion-based large language models".
         words = [[w for w in _stems(t) if w not in self._generic] for t in texts]
-        missing: dict[int, str] = {}
-        for i, _sim in self._near(query_vector, 10):
-            needed = self._needed[i]
-            if needed and set(needed) <= asked and not _together(needed, words):
-                for n, side in enumerate(sides):
-                    if set(needed) <= side:
-                        missing.setdefault(n, self.phrases[i])
-                if len(sides) == 1 or not any(set(needed) <= side for side in sides):
-                    missing.setdefault(-1, self.phrases[i])  # spans an "or": all of it lacks
-        if -1 in missing or len(missing) == len(sides):
-            return missing.get(-1) or missing[0]
-        return None
+        lacking = [
+            (set(self._needed[i]), self.phrases[i])
+            for i, _sim in self._near(query_vector, 10)
+            if self._needed[i]
+            and set(self._needed[i]) <= asked
+            and not _together(self._needed[i], words)
+        ]
+        lacked_sides = set()
+        for needed, phrase in lacking:
+            on = {n for n, side in enumerate(sides) if needed <= side}
+            if not on:
+                return phrase  # named across an "or": the question as a whole lacks it
+            lacked_sides |= on
+        return lacking[0][1] if lacking and len(lacked_sides) == len(sides) else None
 
 
 def _together(needed: tuple[str, ...], texts: list[list[str]]) -> bool:
