@@ -161,10 +161,13 @@ _GENERIC = set(
         "networks",
     ]
 )
+# "by" is no cue on its own ("by how much", "word by word"); a name right after it is.
 _AUTHOR_CUES = re.compile(
-    r"\b(?:by|authors?|authored|co-?authors?|co-?authored|wrote|written|publish(?:ed)?|"
-    r"worked|work by|surname|papers of)\b"
+    r"(?:authors?|authored|co-?authors?|co-?authored|wrote|written|publish(?:ed)?|"
+    r"worked|surname)"
 )
+CUE_REACH = 3  # words between an author cue and the surname it is about
+_SENTENCE_END = re.compile(r"[.?!:;]\s*$")
 # ICML's position papers are a track of their own, but listings file them under their
 # subject area; their titles ("Position: ...") or abstracts say what they are.
 POSITION_TRACK = "Position papers"
@@ -272,8 +275,10 @@ class Retriever:
         self._vector_model: Any = None
         self._topics: Topics | None = None
         self._all_text: str | None = None  # every title and abstract, lower-cased
-        self._title_words: dict[str, str] = {}  # "guidance" -> "Guidance" (of "Guidance: ...")
+        # "guidance" -> {"Guidance"} (of "Guidance: ..."), "model" -> {"MODEL"} (coined)
+        self._spellings: dict[str, set[str]] = {}
         self._ordinary: dict[str, bool] = {}
+        self._word_counts: dict[str, int] = {}
 
     @property
     def topics(self) -> Topics:
@@ -296,7 +301,7 @@ class Retriever:
             self._surnames, self._author_tokens, self._names = {}, {}, {}
             self._capitalised = {}
             self._all_text = None
-            self._title_words, self._ordinary = {}, {}
+            self._spellings, self._ordinary, self._word_counts = {}, {}, {}
             self._tracks, self._track_parts = {}, []
             self._bm25 = None
 
@@ -321,11 +326,11 @@ class Retriever:
                 self._tracks.setdefault(p.track, []).append(p.id)
                 if is_position_paper(p):
                     self._tracks.setdefault(POSITION_TRACK, []).append(p.id)
-                for name in set(self._names_of(p)):
-                    self._names.setdefault(name, []).append(p.id)
-                head = p.title.split(":", 1)[0].strip()
-                if ":" in p.title and head.isalpha():
-                    self._title_words[fold(head)] = head
+                for name, spelled in self._names_of(p):
+                    ids = self._names.setdefault(name, [])
+                    if p.id not in ids:
+                        ids.append(p.id)
+                    self._spellings.setdefault(name, set()).add(spelled)
                 for tok in set(_CAPITALISED.findall(f"{p.title} {p.abstract}")):
                     self._capitalised.setdefault(tok, set()).add(p.id)
             for track in self._tracks:
@@ -337,12 +342,13 @@ class Retriever:
             self._loaded = True
 
     @staticmethod
-    def _names_of(p: Paper) -> Iterable[str]:
+    def _names_of(p: Paper) -> Iterable[tuple[str, str]]:
+        """(folded, as spelled) for each name the paper coins or its title leads with."""
         for name in p.names:
-            yield fold(name)
+            yield fold(name), name
         head = p.title.split(":", 1)[0].strip()
         if ":" in p.title and len(head.split()) <= 3:
-            yield fold(head)  # "TVI-CoT: Text-Visual ..." -> "tvi-cot"
+            yield fold(head), head  # "TVI-CoT: Text-Visual ..." -> "tvi-cot"
 
     @property
     def vector_index(self) -> Any:
@@ -414,16 +420,36 @@ class Retriever:
                     best = (found, span)
             if best[0]:
                 return best
-        cue = bool(_AUTHOR_CUES.search(fold(original)))
-        # Capitalised like a name; an acronym ("AI agents") is not the surname Ai.
-        capitalised = {
-            t
-            for w in _WORD.findall(original)
-            if w[:1].isupper() and not (len(w) > 1 and w.isupper())
-            for t in _tokens(w)
-        }
-        for w in words:
-            if w in self._surnames and w not in _STOP and (cue or w in capitalised):
+        # A lone surname is also often an English word ("Good", "Bigger", "Can", "E"), so a
+        # word is taken for one only on a sign that it is a name here: capitalised inside a
+        # sentence ("Has Locatello got ..."; an acronym such as "AI agents" is not the
+        # surname Ai), right after "by" ("papers by akata", not "word by word"), or a
+        # word the papers' own text (almost) never uses, near an author cue ("which papers
+        # list bouniot as an author", not "a good proxy ... according to professional
+        # authors") or opening the question ("Bouniot's papers?").
+        cues = [i for i, w in enumerate(words) if _AUTHOR_CUES.fullmatch(w)]
+        cues += [i + 1 for i, w in enumerate(words[:-1]) if w == "papers" and words[i + 1] == "of"]
+        capitalised: set[str] = set()
+        opening: set[str] = set()
+        acronyms: set[str] = set()
+        for m in _WORD.finditer(original):
+            w = m.group()
+            if len(w) > 1 and w.isupper():
+                acronyms.update(_tokens(w))
+                continue
+            if not w[:1].isupper():
+                continue
+            starts = not original[: m.start()].strip() or bool(
+                _SENTENCE_END.search(original[: m.start()])
+            )
+            (opening if starts else capitalised).update(_tokens(w))
+        for at, w in enumerate(words):
+            if w not in self._surnames or w in _STOP or (w in acronyms and w not in capitalised):
+                continue
+            after_by = at > 0 and words[at - 1] == "by"
+            cued = any(abs(at - i) <= CUE_REACH for i in cues)
+            rare = (cued or w in opening) and self._is_rare_word(w)
+            if w in capitalised or after_by or rare:
                 return sorted(self._surnames[w]), [w]
         return [], []
 
@@ -694,11 +720,20 @@ class Retriever:
 
     def _is_ordinary(self, word: str) -> bool:
         """Whether the collection uses a word often (substring count, so it errs towards
-        ordinary): a title head that is such a word ("Guidance: ...", "USE: ...") names its
-        paper only when the question spells it the same way."""
+        ordinary): a name that is such a word ("Guidance: ...", "USE: ...", a model coined as
+        "MODEL") names its paper only when the question spells it the same way."""
         if word not in self._ordinary:
             self._ordinary[word] = self._text().count(word) > 4 * MAX_NAME_SHARERS
         return self._ordinary[word]
+
+    def _is_rare_word(self, word: str) -> bool:
+        """Whether titles and abstracts use `word` as a whole word at most a few times: a
+        surname ("Bouniot", "Kolter") is, an English word that is also one ("Good",
+        "Bigger", "Can") is not."""
+        if word not in self._word_counts:
+            pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
+            self._word_counts[word] = sum(1 for _ in pattern.finditer(self._text()))
+        return self._word_counts[word] <= MAX_NAME_SHARERS
 
     def _named(self, query: str, allowed: set[str] | None) -> list[str]:
         found: list[str] = []
@@ -706,7 +741,7 @@ class Retriever:
         for raw in re.findall(r"[\w][\w\-]*[\w]|\w", query):
             key = fold(raw)
             ids = self._names.get(key, [])
-            if ids and self._title_words.get(key, raw) != raw and self._is_ordinary(key):
+            if ids and raw not in self._spellings.get(key, ()) and self._is_ordinary(key):
                 ids = []  # "papers that use sparse autoencoders" is not about "USE: ..."
             if not ids and subject and raw == subject.group(1):
                 # "What is Stochastax?": a capitalised name few papers use is what they

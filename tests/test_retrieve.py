@@ -127,6 +127,7 @@ def test_search_cli_json(seed_settings: Settings) -> None:
 def test_ordinary_words_are_not_names(seed_settings: Settings, tmp_path) -> None:
     # A paper titled "Guidance: ..." by Wei Ai: "classifier-free guidance" is not asking about
     # it (16 seed sentences use the word), and "AI agents" is not asking about its author.
+    # Found at ICML scale, where they pushed the right papers out of the first five.
     extra = tmp_path / "extra.jsonl"
     paper = {
         "id": "x-guidance",
@@ -138,7 +139,17 @@ def test_ordinary_words_are_not_names(seed_settings: Settings, tmp_path) -> None
         "sentence ends with a citation whose source entails it, and show on three question "
         "answering benchmarks that citation precision rises from 61% to 88%.",
     }
-    extra.write_text(json.dumps(paper) + "\n")
+    # A model coined in capitals ("MODEL") by authors whose surnames are English words.
+    coined = {
+        "id": "x-model",
+        "title": "Scaling Laws and Architectural Frontiers in Metagenomic Foundation Models",
+        "authors": ["Zinaida Good", "Andreas Bigger", "Ozan Can", "Weinan E"],
+        "track": "Applications · Genomics",
+        "abstract": "We present the methodology behind MODEL, a family of metagenomic "
+        "foundation models scaled up to 28 billion parameters and trained on 9.7 trillion "
+        "nucleotide tokens, and compare autoregressive Transformers with state-space models.",
+    }
+    extra.write_text(json.dumps(paper) + "\n" + json.dumps(coined) + "\n")
     PaperIndex(seed_settings).ingest([CORPUS, extra], progress=False)
     r = Retriever(PaperIndex(seed_settings))
     cfg = r.retrieve("papers about classifier-free guidance in diffusion models")
@@ -149,6 +160,32 @@ def test_ordinary_words_are_not_names(seed_settings: Settings, tmp_path) -> None
     assert games.mode == "hybrid" and not games.authors
     by = r.retrieve("papers by Ai")
     assert by.mode == "author" and [h.paper.title for h in by.hits] == [paper["title"]]
+
+    # "model" is everywhere; only "MODEL", as the paper spells it, names the paper.
+    walks = r.retrieve("How can one model random processes on curved spaces from few samples?")
+    assert not walks.signals.get("named") and "x-model" not in {h.paper.id for h in walks.hits}
+    named = r.retrieve("What is MODEL?")
+    assert named.hits[0].paper.id == "x-model" and "name" in named.hits[0].matched
+    # Good, Bigger, Can and E are surnames here, but these questions are not about them.
+    for topical in (
+        "Can a small model beat a bigger one by switching between several lightweight "
+        "fine-tuned add-ons word by word?",
+        "Is overlap with training data a good proxy for literary inventiveness, according to "
+        "professional authors?",
+        "Can you surgically fix what a programming-assistant model knows, e.g. for converting "
+        "programs between languages, by touching only a handful of units?",
+    ):
+        found = r.retrieve(topical)
+        assert found.mode == "hybrid" and not found.authors, topical
+    for about in (
+        "papers by bigger",
+        "Which papers list bigger as an author?",
+        "Bigger's papers?",
+        "Has Good written anything here?",
+        "What has Ozan Can worked on?",
+    ):
+        found = r.retrieve(about)
+        assert found.mode == "author" and [h.paper.id for h in found.hits] == ["x-model"], about
 
 
 def test_papers_that_name_the_topic_come_first(retriever: Retriever) -> None:
