@@ -173,6 +173,7 @@ _AUTHOR_CUES = re.compile(
 )
 CUE_REACH = 3  # words between an author cue and the surname it is about
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
+_ASKS_FOR_PAPERS = re.compile(r"\bpapers?\b", re.IGNORECASE)
 # ICML's position papers are a track of their own, but listings file them under their
 # subject area; their titles ("Position: ...") or abstracts say what they are.
 POSITION_TRACK = "Position papers"
@@ -615,7 +616,7 @@ class Retriever:
         sparse = self._sparse(query, depth, allowed) if mode in ("hybrid", "bm25") else []
         topics: list[tuple[str, ...]] = []
         if mode == "hybrid" and vector is not None and self.index.settings.search.topic_check:
-            topics = self.topics.named(query, vector)
+            topics = self.topics.named(query, vector, bool(_ASKS_FOR_PAPERS.search(query)))
 
         passages: dict[str, tuple[float, str]] = {}
         fused: dict[str, float] = {}
@@ -686,23 +687,21 @@ class Retriever:
         return Retrieval(query, hits, False, "", mode, authors, tracks, signals=signals)
 
     def _topic_first(self, topics: list[tuple[str, ...]], ranked: list[str]) -> list[str]:
-        """Papers that mention the known topic a question names, ahead of those that do not.
+        """Papers that mention the known topics a question names, ahead of those that do not
+        (those that mention more of them first).
 
         "Which papers use sparse autoencoders?" among thousands of interpretability papers:
         fusion ranks near-topic papers (probing, circuits) among those that use sparse
         autoencoders; a paper that never says the words does not answer the question.
         """
         head = ranked[:TOPIC_FIRST_DEPTH]
-        says = [
-            pid
+        says = {
+            pid: self.topics.mentioned(topics, f"{p.title} {p.abstract}")
             for pid in head
-            if self.topics.mentions(topics, f"{self.papers[pid].title} {self.papers[pid].abstract}")
-        ]
-        if not says:
-            return ranked
-        first = set(says)
-        rest = [pid for pid in head if pid not in first]
-        return says + rest + ranked[TOPIC_FIRST_DEPTH:]
+            for p in (self.papers[pid],)
+        }
+        # Stable: within the same number of topics mentioned, fusion's order stands.
+        return sorted(head, key=lambda pid: -says[pid]) + ranked[TOPIC_FIRST_DEPTH:]
 
     def _unknown_name(self, query: str) -> str | None:
         """A name the question asks about (AlphaFold, GPT-2, BLEU) that no paper contains.

@@ -127,20 +127,41 @@ class Topics:
         order = np.argsort(-sims)[:limit]
         return [(int(i), float(sims[i])) for i in order if sims[i] >= NEAR_TOPIC]
 
-    def named(self, question: str, query_vector: Any) -> list[tuple[str, ...]]:
-        """The words of each known topic the question is about and names."""
-        asked = set(_stems(question))
-        out = []
+    def named(
+        self, question: str, query_vector: Any, verbatim: bool = False
+    ) -> list[tuple[str, ...]]:
+        """The words of each known topic the question is about and names; with `verbatim`,
+        also each topic of two words or more the question spells out.
+
+        For a question asking for papers, a topic it spells word for word counts even when
+        the question as a whole is nearer broader topics: "papers about classifier-free
+        guidance in diffusion models" is nearer "diffusion guidance" (0.68) than
+        "classifier-free guidance" (< 0.6). Other questions use such words in passing ("How
+        can step-by-step thinking plus reward-based fine-tuning ..." is not about
+        fine-tuning). A topic whose words are all inside another named one ("diffusion
+        models" in "diffusion guidance") is dropped: nearly every paper near the question
+        mentions it.
+        """
+        stems = _stems(question)
+        asked = set(stems)
+        out: list[tuple[str, ...]] = []
         for i, _sim in self._near(query_vector, 10):
             needed = self._needed[i]
             if needed and set(needed) <= asked and needed not in out:
                 out.append(needed)
-        return out
+        if verbatim:
+            spelled = f" {' '.join(stems)} "
+            for i, phrase in enumerate(self.phrases):
+                needed, words = self._needed[i], _stems(phrase)
+                spells = len(words) > 1 and f" {' '.join(words)} " in spelled
+                if spells and needed and needed not in out:
+                    out.append(needed)
+        return [n for n in out if not any(set(n) < set(m) for m in out)]
 
-    def mentions(self, topics: list[tuple[str, ...]], text: str) -> bool:
-        """Whether `text` has the words of one of `topics` close together."""
+    def mentioned(self, topics: list[tuple[str, ...]], text: str) -> int:
+        """How many of `topics` `text` has the words of, close together."""
         words = [[w for w in _stems(text) if w not in self._generic]]
-        return any(_together(needed, words) for needed in topics)
+        return sum(_together(needed, words) for needed in topics)
 
     def unmentioned(self, question: str, query_vector: Any, texts: list[str]) -> str | None:
         """A topic the question names that none of `texts` mentions, if there is one.
