@@ -615,8 +615,11 @@ class Retriever:
         dense = self._dense(query, vector, depth, allowed) if vector is not None else []
         sparse = self._sparse(query, depth, allowed) if mode in ("hybrid", "bm25") else []
         topics: list[tuple[str, ...]] = []
+        # "Which papers study watermarking of audio?": the topics such a question spells out
+        # are what the papers must be about (rag.topics); other questions use them in passing.
+        asks_for_papers = bool(_ASKS_FOR_PAPERS.search(query))
         if mode == "hybrid" and vector is not None and self.index.settings.search.topic_check:
-            topics = self.topics.named(query, vector, bool(_ASKS_FOR_PAPERS.search(query)))
+            topics = self.topics.named(query, vector, asks_for_papers)
 
         passages: dict[str, tuple[float, str]] = {}
         fused: dict[str, float] = {}
@@ -674,7 +677,7 @@ class Retriever:
             and self.index.settings.search.topic_check
         ):
             texts = [f"{self.papers[pid].title} {self.papers[pid].abstract}" for pid in first_ids]
-            topic = self.topics.unmentioned(query, vector, texts)
+            topic = self.topics.unmentioned(query, vector, texts, asks_for_papers)
             if topic:
                 reason = f"the question is about {topic!r}; none of the closest papers mention it"
                 signals["unmentioned_topic"] = 1.0

@@ -68,6 +68,10 @@ def _stem(word: str) -> str:
     return word[:5]
 
 
+def _words(text: str) -> list[str]:
+    return [w.removesuffix("s") for w in _WORD.findall(fold(text)) if len(w) > 2 and w not in _STOP]
+
+
 def _stems(text: str) -> list[str]:
     return [_stem(w) for w in _WORD.findall(fold(text)) if len(w) > 2 and w not in _STOP]
 
@@ -84,6 +88,7 @@ class Topics:
         generic = {w for w, n in share.items() if n >= GENERIC_SHARE * len(phrases)}
         self._generic = generic
         self._needed = [tuple(w for w in _stems(p) if w not in generic) for p in phrases]
+        self._spellings = [f" {' '.join(_words(p))} " for p in phrases]
 
     @classmethod
     def load(
@@ -150,21 +155,32 @@ class Topics:
             if needed and set(needed) <= asked and needed not in out:
                 out.append(needed)
         if verbatim:
-            spelled = f" {' '.join(stems)} "
-            for i, phrase in enumerate(self.phrases):
-                needed, words = self._needed[i], _stems(phrase)
-                spells = len(words) > 1 and f" {' '.join(words)} " in spelled
-                if spells and needed and needed not in out:
-                    out.append(needed)
+            for i in self._spelled(question, min_words=2):
+                if self._needed[i] not in out:
+                    out.append(self._needed[i])
         return [n for n in out if not any(set(n) < set(m) for m in out)]
+
+    def _spelled(self, question: str, min_words: int) -> list[int]:
+        """Topics of at least `min_words` words that the question spells out: whole words
+        (a plural "s" aside), not stems — "exploit" does not spell "exploration"."""
+        spelled = f" {' '.join(_words(question))} "
+        return [
+            i
+            for i, phrase in enumerate(self._spellings)
+            if phrase.count(" ") > min_words and self._needed[i] and phrase in spelled
+        ]
 
     def mentioned(self, topics: list[tuple[str, ...]], text: str) -> int:
         """How many of `topics` `text` has the words of, close together."""
         words = [[w for w in _stems(text) if w not in self._generic]]
         return sum(_together(needed, words) for needed in topics)
 
-    def unmentioned(self, question: str, query_vector: Any, texts: list[str]) -> str | None:
-        """A topic the question names that none of `texts` mentions, if there is one.
+    def unmentioned(
+        self, question: str, query_vector: Any, texts: list[str], spelled: bool = False
+    ) -> str | None:
+        """A topic the question names that none of `texts` mentions, if there is one; with
+        `spelled`, also any topic it spells out word for word, however far the question as a
+        whole is from it ("papers on watermarking of audio" spells "audio").
 
         The question must name the topic itself (its words, generic ones aside): a topic
         that is only near the question ("oriented object detection" for one on open-world
@@ -184,9 +200,12 @@ class Topics:
         # Each text's words in order, generic ones left out: "diffusion language models"
         # mentions "diffusion-based large language models".
         words = [[w for w in _stems(t) if w not in self._generic] for t in texts]
+        candidates = [i for i, _sim in self._near(query_vector, 10)]
+        if spelled:
+            candidates += self._spelled(question, min_words=1)
         lacking = [
             (set(self._needed[i]), self.phrases[i])
-            for i, _sim in self._near(query_vector, 10)
+            for i in dict.fromkeys(candidates)
             if self._needed[i]
             and set(self._needed[i]) <= asked
             and not _together(self._needed[i], words)

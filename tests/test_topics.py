@@ -99,6 +99,24 @@ def test_questions_asking_for_papers_name_the_topics_they_spell() -> None:
     assert topics.named(passing, q, verbatim=True) == [("fine", "tunin")]
 
 
+def test_topics_a_question_for_papers_spells_out_must_be_mentioned() -> None:
+    topics, q = topics_near("watermarking")
+    images = [
+        "We watermark images from diffusion models in their latent space.",
+        "Post-hoc watermarking of text: an LLM rewrites it with a statistical signal.",
+    ]
+    question = "Which papers study watermarking of audio or speech?"
+    assert topics.unmentioned(question, q, images) is None  # only "watermarking" is near
+    assert topics.unmentioned(question, q, images, spelled=True) in ("audio", "speech")
+    # Either side may answer: a paper on speech watermarking does.
+    speech = [*images, "Robust watermarks for speech synthesis."]
+    assert topics.unmentioned(question, q, speech, spelled=True) is None
+    # Whole words, not stems: "exploit" does not spell "exploration".
+    equivariant = ["Equivariant networks that respect the symmetry of molecules."]
+    asked = "Which papers exploit symmetry or equivariance?"
+    assert topics.unmentioned(asked, q, equivariant, spelled=True) is None
+
+
 @pytest.fixture
 def retriever(seed_settings: Settings) -> Retriever:
     return Retriever(PaperIndex(seed_settings))
