@@ -622,14 +622,10 @@ class Retriever:
             topics = self.topics.named(query, vector, asks_for_papers)
 
         passages: dict[str, tuple[float, str]] = {}
-        fused: dict[str, float] = {}
-        order: dict[str, float] = {}
-        weights = dict(LEG_WEIGHTS, bm25=TOPIC_BM25_WEIGHT) if topics else LEG_WEIGHTS
+        fused = _fuse(dense, sparse, LEG_WEIGHTS["bm25"])
         why: dict[str, list[str]] = {}
         for leg, ranked in (("dense", dense), ("bm25", sparse)):
-            for rank, (pid, score, text) in enumerate(ranked):
-                fused[pid] = fused.get(pid, 0.0) + LEG_WEIGHTS[leg] / (RRF_K + rank)
-                order[pid] = order.get(pid, 0.0) + weights[leg] / (RRF_K + rank)
+            for pid, score, text in ranked:
                 why.setdefault(pid, []).append(leg)
                 if leg == "dense" and (pid not in passages or score > passages[pid][0]):
                     passages[pid] = (score, text)
@@ -637,13 +633,13 @@ class Retriever:
         named = self._named(query, allowed) if mode == "hybrid" else []
         for pid in named:
             fused[pid] = fused.get(pid, 0.0) + 1.0  # above anything fusion alone can score
-            order[pid] = order.get(pid, 0.0) + 1.0
             why.setdefault(pid, []).append("name")
             passages.setdefault(pid, (1.0, _lead(self.papers[pid].abstract)))
 
         ranked_ids = sorted(fused, key=lambda pid: -fused[pid])
         first_ids = ranked_ids[:TOPIC_CHECK_PAPERS]
         if topics and not named:  # a paper the question names stays first
+            order = _fuse(dense, sparse, TOPIC_BM25_WEIGHT)
             ranked_ids = self._topic_first(topics, sorted(order, key=lambda pid: -order[pid]))
         ranked_ids = ranked_ids[:k]
         hits = [
@@ -815,6 +811,15 @@ class Retriever:
                     )
                 )
         return _best_per_paper(rows)
+
+
+def _fuse(dense: list[Ranked], sparse: list[Ranked], bm25_weight: float) -> dict[str, float]:
+    """Reciprocal rank fusion of the two legs, BM25 at `bm25_weight`."""
+    fused: dict[str, float] = {}
+    for weight, ranked in ((LEG_WEIGHTS["dense"], dense), (bm25_weight, sparse)):
+        for rank, (pid, _score, _text) in enumerate(ranked):
+            fused[pid] = fused.get(pid, 0.0) + weight / (RRF_K + rank)
+    return fused
 
 
 def relevance(dense: list[Ranked], sparse: list[Ranked]) -> float:

@@ -88,7 +88,7 @@ class Topics:
         generic = {w for w, n in share.items() if n >= GENERIC_SHARE * len(phrases)}
         self._generic = generic
         self._needed = [tuple(w for w in _stems(p) if w not in generic) for p in phrases]
-        self._spellings = [f" {' '.join(_words(p))} " for p in phrases]
+        self._spellings = [_words(p) for p in phrases]
 
     @classmethod
     def load(
@@ -147,8 +147,7 @@ class Topics:
         models" in "diffusion guidance") is dropped: nearly every paper near the question
         mentions it.
         """
-        stems = _stems(question)
-        asked = set(stems)
+        asked = set(_stems(question))
         out: list[tuple[str, ...]] = []
         for i, _sim in self._near(query_vector, 10):
             needed = self._needed[i]
@@ -166,8 +165,8 @@ class Topics:
         spelled = f" {' '.join(_words(question))} "
         return [
             i
-            for i, phrase in enumerate(self._spellings)
-            if phrase.count(" ") > min_words and self._needed[i] and phrase in spelled
+            for i, words in enumerate(self._spellings)
+            if len(words) >= min_words and self._needed[i] and f" {' '.join(words)} " in spelled
         ]
 
     def mentioned(self, topics: list[tuple[str, ...]], text: str) -> int:
