@@ -16,7 +16,10 @@ evals/reports/bench-growth.png are rewritten from that file after every part):
 - cold: `python -m rag.ask` from process start to its "found N papers" line, and the chat page
   from launch to serving, on the smallest and the largest index;
 - synthetic: the vector store alone with N random unit 384-d vectors, embedded Chroma and a
-  `chroma run` server: insert rate, query p50/p95, peak memory, disk.
+  `chroma run` server: insert rate, query p50/p95, peak memory, disk;
+- load: 20 sessions of the chat page asking 5 questions each at once (evals/load.py), answered
+  extractively and by an OpenAI-compatible endpoint streaming 20 tokens/s; every answer is
+  checked for another session's history or sources.
 
 Sizes: 60 (corpus/), 1000 (the first 1,000 ICML 2026 papers), 5863 (ICML 2026),
 all (the three files of ../shared/corpora, about 13,000 papers).
@@ -46,7 +49,8 @@ WORK = PROJECT_ROOT / ".rag" / "bench"
 RESULTS = PROJECT_ROOT / "evals" / "reports" / "bench.json"
 MARKDOWN = PROJECT_ROOT / "evals" / "BENCHMARKS.md"
 PLOT = PROJECT_ROOT / "evals" / "reports" / "bench-growth.png"
-PARTS = ("ingest", "retrieval", "answer", "cold", "synthetic")
+PARTS = ("ingest", "retrieval", "answer", "cold", "synthetic", "load")
+LOAD_SESSIONS = 20
 ANSWER_QUESTIONS = [
     "How much faster is FS-DFM?",
     "Which papers use sparse autoencoders?",
@@ -366,6 +370,46 @@ def bench_cold(sizes: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
+# ---------------------------------------------------------------------- many users
+
+
+def bench_load(sessions: int = LOAD_SESSIONS) -> list[dict[str, Any]]:
+    """The chat page under `sessions` users at once, per backend; a wrong answer stops it."""
+    from evals.load import PAPERS, run_load, session_problems
+    from rag.index import PaperIndex
+    from rag.settings import LLMSettings, UISettings
+    from ui.app import launch
+
+    # The endpoint: a streaming OpenAI-compatible server on loopback at 20 tokens/s (the
+    # tests' fake, since what is measured is the page's queueing, not a model).
+    sys.path.insert(0, str(PROJECT_ROOT))
+    from tests.fake_openai import FakeOpenAI
+
+    home = home_for("60")
+    PaperIndex(Settings(home=home)).ingest(size_paths("60"), progress=False)
+    tracks = {p.display_name: p.track for p in PaperIndex(Settings(home=home)).papers()}
+    rows = []
+    for backend, concurrency in (("extractive", 4), ("openai", 8)):
+        with FakeOpenAI("slow", token_delay=0.05) as fake:
+            llm = LLMSettings(backend=backend, base_url=fake.url, retries=0)  # type: ignore[arg-type]
+            ui = UISettings(port=_free_port(), concurrency=concurrency, max_queue=2 * sessions)
+            settings = Settings(home=home, llm=llm, ui=ui)
+            page = launch(settings, block=False)
+            try:
+                numbers, turns = run_load(f"http://127.0.0.1:{ui.port}/", backend, tracks, sessions)
+            finally:
+                page.close()
+        problems = [
+            p
+            for name, session in zip(PAPERS[:sessions], turns, strict=True)
+            for p in session_problems(name, session, tracks)
+        ]
+        if problems:
+            raise SystemExit(f"load ({backend}): {len(problems)} wrong answers: {problems[:3]}")
+        rows.append(numbers | {"concurrency": concurrency})
+    return rows
+
+
 # ---------------------------------------------------------------------- synthetic vectors
 
 
@@ -610,6 +654,32 @@ def write_markdown(r: dict[str, Any]) -> None:
             "metadata, batches of 5,000, then 200 queries for the 20 nearest.",
             "",
         ]
+    if r.get("load"):
+        lines += [
+            f"## Many users on the chat page ({r['load_meta']})",
+            "",
+            "| backend | sessions x questions | concurrency | all answers in | p50 | p95 | "
+            "errors |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for row in r["load"]:
+            backend = (
+                "OpenAI-compatible endpoint streaming 20 tokens/s"
+                if row["backend"] == "openai"
+                else row["backend"]
+            )
+            lines.append(
+                f"| {backend} | {row['sessions']} x 5 | {row['concurrency']} | "
+                f"{row['total_s']:g} s | {row['p50_s']:g} s | {row['p95_s']:g} s | "
+                f"{row['errors']} |"
+            )
+        lines += [
+            "",
+            "Seed index; answer times include the wait in the page's queue (max queue 2 per "
+            "session). No answer cited another question's sources and no follow-up saw another "
+            "session's history (the run stops otherwise).",
+            "",
+        ]
     lines += ["![growth](reports/bench-growth.png)", ""]
     MARKDOWN.write_text("\n".join(lines))
 
@@ -728,6 +798,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             save_results(results)
 
         bench_synthetic(counts, stores, save_row)
+    if "load" in parts:
+        results["load"] = bench_load()
+        results["load_meta"] = meta("--parts load")
+        save_results(results)
     print(f"wrote {MARKDOWN.relative_to(PROJECT_ROOT)} and {RESULTS.relative_to(PROJECT_ROOT)}")
     return 0
 

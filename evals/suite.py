@@ -389,6 +389,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "were set, to check them on questions they were not tuned on)",
     )
     parser.add_argument("--out", type=Path, default=REPORTS)
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=None,
+        help="the RAG_HOME of the suite's index (default .rag/evals-<hash of the corpus paths>); "
+        "an index of the same corpus is brought up to date, not rebuilt",
+    )
     args = parser.parse_args(argv)
     from tqdm import tqdm
 
@@ -396,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.llm:
         settings.llm = settings.llm.model_copy(update={"backend": args.llm})
     corpus = [p.resolve() for p in args.corpus]
-    home = PROJECT_ROOT / ".rag" / f"evals-{fingerprint([str(p) for p in corpus])}"
+    home = args.home or PROJECT_ROOT / ".rag" / f"evals-{fingerprint([str(p) for p in corpus])}"
     settings = settings.model_copy(update={"home": home})
     index = PaperIndex(settings)
     index.ingest(corpus, progress=sys.stderr.isatty())

@@ -1,12 +1,19 @@
-"""The embedding model: a local sentence-transformers folder, loaded once per process."""
+"""The embedding model: a local sentence-transformers folder, loaded once per process.
+
+`RAG_EMBED_MODEL` is a folder, or the name of an embedder registered with
+`register_embedder` (the tests' deterministic hashing embedder is one): one small
+interface, so the index and the question side never ask which kind they were given.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rag.settings import EmbedSettings
 
@@ -21,12 +28,46 @@ class EmbeddingModelError(RuntimeError):
     """The configured embedding model folder is missing or unusable."""
 
 
+class Tokenizer(Protocol):
+    """What chunking needs of a tokenizer: the ids of a text (Hugging Face's signature)."""
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class Embedder:
+    """A named embedding model that is not a folder on disk.
+
+    `identity` shapes collection names (two embedders never share vectors); `load` gives the
+    LlamaIndex embedding used for passages and questions alike; `tokenizer` counts chunk sizes.
+    """
+
+    name: str
+    identity: dict[str, Any]
+    load: Callable[[EmbedSettings], BaseEmbedding]
+    tokenizer: Callable[[], Tokenizer]
+
+
+_REGISTRY: dict[str, Embedder] = {}
+
+
+def register_embedder(embedder: Embedder) -> None:
+    """Make `RAG_EMBED_MODEL=<embedder.name>` use it, in this process."""
+    _REGISTRY[embedder.name] = embedder
+
+
+def registered(name: str) -> Embedder | None:
+    return _REGISTRY.get(name)
+
+
 def model_identity(path: str) -> dict[str, Any]:
     """What makes two model folders produce the same vectors: configs and weight sizes.
 
     Hashing the configs (not the path) keeps collection names stable when the project or
     the virtualenv moves, while a different model always gets a different name.
     """
+    if (embedder := _REGISTRY.get(path)) is not None:
+        return {"name": embedder.name, **embedder.identity}
     folder = Path(path)
     if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
         raise EmbeddingModelError(
@@ -67,14 +108,18 @@ def _load(path: str, device: str, batch_size: int, max_length: int) -> HuggingFa
     )
 
 
-def load_embedding(settings: EmbedSettings) -> HuggingFaceEmbedding:
+def load_embedding(settings: EmbedSettings) -> BaseEmbedding:
     """The LlamaIndex embedding for these settings; the same object for the same settings."""
+    if (embedder := _REGISTRY.get(settings.model)) is not None:
+        return embedder.load(settings)
     with _LOCK:
         return _load(settings.model, settings.device, settings.batch_size, settings.max_length)
 
 
-def load_tokenizer(settings: EmbedSettings) -> Any:
+def load_tokenizer(settings: EmbedSettings) -> Tokenizer:
     """The model's own tokenizer, so chunk sizes are counted in the tokens the model sees."""
+    if (embedder := _REGISTRY.get(settings.model)) is not None:
+        return embedder.tokenizer()
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(settings.model, local_files_only=True)
@@ -92,6 +137,8 @@ def load_query_embedding(settings: EmbedSettings) -> BaseEmbedding:
     the same sentence-transformers model ingest uses. One object per settings per process."""
     from rag.numpy_bert import numpy_supported
 
+    if settings.model in _REGISTRY:
+        return load_embedding(settings)
     model_identity(settings.model)  # the same clear error as ingest for a bad folder
     if settings.device == "cpu" and numpy_supported(settings.model):
         with _LOCK:

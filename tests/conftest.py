@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import os
 import shutil
 import socket
@@ -15,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from rag.settings import PROJECT_ROOT, Settings
+from rag.settings import PROJECT_ROOT, EmbedSettings, Settings
+
+from . import fake_embed
 
 CORPUS = PROJECT_ROOT / "corpus"
 SHARED = PROJECT_ROOT.parent / "shared"
@@ -26,6 +30,33 @@ ARTIFACTS = PROJECT_ROOT / "tests" / "artifacts"
 # writes drop it to see the default (RAG_HOME/topics).
 TOPICS_CACHE = Path(tempfile.mkdtemp(prefix="rag-test-topics-"))
 os.environ.setdefault("RAG_SEARCH_TOPICS_CACHE", str(TOPICS_CACHE))
+fake_embed.register()
+
+# The slow tier is every test that touches a real part: these fixtures hold the real
+# embedding model's index, a real server or the chat page. A test using one is marked `slow`
+# here, so `pytest -m "not slow"` (make check) cannot pick up a real-model test by mistake.
+REAL_FIXTURES = {
+    "seed_home",
+    "seed_settings",
+    "seed_readonly",
+    "chroma_server",
+    "llama_server",
+}
+
+
+# Tests sharing a server fixture run on one pytest-xdist worker (`--dist loadgroup`), so each
+# server starts once per run rather than once per worker.
+SERVER_FIXTURES = {"chroma_server", "llama_server"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if REAL_FIXTURES & used:
+            item.add_marker(pytest.mark.slow)
+        if SERVER_FIXTURES & used:
+            item.add_marker(pytest.mark.xdist_group("servers"))
 
 
 def free_port() -> int:
@@ -37,11 +68,17 @@ def free_port() -> int:
 def run_cli(
     module: str, *args: str, env: Mapping[str, str | None] | None = None, timeout: float = 300
 ):
-    """`python -m module args` in the project; `env` adds variables, or drops those set to None."""
+    """`python -m module args` in the project; `env` adds variables, or drops those set to None.
+
+    With the hashing embedder selected, the child runs the same entry through tests.fake_cli,
+    which registers that embedder first.
+    """
     merged = {**os.environ, **(env or {})}
     full_env = {k: v for k, v in merged.items() if v is not None}
+    fake = full_env.get("RAG_EMBED_MODEL") == fake_embed.NAME
+    command = ["tests.fake_cli", module] if fake else [module]
     return subprocess.run(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, "-m", *command, *args],
         capture_output=True,
         text=True,
         env=full_env,
@@ -50,23 +87,124 @@ def run_cli(
     )
 
 
+def call_cli(
+    module: str, *args: str, env: Mapping[str, str | None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`run_cli` in this process: the entry function itself, with `env` set around the call.
+
+    For argument parsing, exit codes and output; a couple of tests keep real subprocesses to
+    prove the `python -m` entry points end to end.
+    """
+    from evals import suite
+    from rag import cli
+
+    main = {
+        "rag.ingest": cli.ingest_main,
+        "rag.search": cli.search_main,
+        "rag.ask": cli.ask_main,
+        "evals": suite.main,
+    }
+    saved = {k: os.environ.get(k) for k in env or {}}
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        for key, value in (env or {}).items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code: int | str | None = main[module](list(args))
+            except SystemExit as exit_:
+                code = exit_.code
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+    if isinstance(code, str):  # sys.exit("message")
+        err.write(code + "\n")
+        code = 1
+    return subprocess.CompletedProcess([module, *args], code or 0, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
+    """An empty home on the real embedding model."""
     return Settings(home=tmp_path / "home")
+
+
+FAKE_EMBED = EmbedSettings(model=fake_embed.NAME)
+FAKE_ENV = {"RAG_EMBED_MODEL": fake_embed.NAME}
+
+
+@pytest.fixture
+def fake_settings(tmp_path: Path) -> Settings:
+    """An empty home on the hashing embedder (fast tier)."""
+    return Settings(home=tmp_path / "home", embed=FAKE_EMBED)
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, embed: EmbedSettings) -> Path:
+    """The seed index for `embed`, built once per test run and copied into this process.
+
+    Under pytest-xdist every worker has its own session: the first to get here builds the
+    index in the run's shared temporary folder, the others wait for it. Each process then
+    works on its own copy, since an embedded Chroma store is not shared between processes.
+    """
+    from filelock import FileLock
+
+    from rag.index import PaperIndex
+
+    run = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run = run.parent  # the run's folder, above each worker's own
+    shared = run / f"built-{name}"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "done").exists():
+            shutil.rmtree(shared, ignore_errors=True)
+            PaperIndex(Settings(home=shared / "home", embed=embed)).ingest([CORPUS], progress=False)
+            (shared / "done").touch()
+    home = tmp_path_factory.mktemp(name) / "home"
+    shutil.copytree(shared / "home", home)
+    return home
+
+
+@pytest.fixture(scope="session")
+def fake_seed_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 60 seed papers indexed with the hashing embedder: about a second."""
+    return built_once(tmp_path_factory, "fake-seed", FAKE_EMBED)
+
+
+@pytest.fixture
+def fake_seed(fake_seed_home: Path) -> Settings:
+    """The shared fast seed index, for tests that only read it."""
+    return Settings(home=fake_seed_home, embed=FAKE_EMBED)
+
+
+@pytest.fixture
+def fake_seed_copy(fake_seed_home: Path, tmp_path: Path) -> Settings:
+    """A copy of the fast seed index, for tests that change it."""
+    home = tmp_path / "home"
+    shutil.copytree(fake_seed_home, home)
+    return Settings(home=home, embed=FAKE_EMBED)
 
 
 @pytest.fixture(scope="session")
 def seed_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An index of the 60 seed papers, built once; tests copy it before changing anything."""
-    from rag.index import PaperIndex
+    return built_once(tmp_path_factory, "seed", EmbedSettings())
 
-    home = tmp_path_factory.mktemp("seed") / "home"
-    PaperIndex(Settings(home=home)).ingest([CORPUS], progress=False)
-    return home
+
+@pytest.fixture
+def seed_readonly(seed_home: Path) -> Settings:
+    """The shared real seed index, for tests that only read it."""
+    return Settings(home=seed_home)
 
 
 @pytest.fixture
 def seed_settings(seed_home: Path, tmp_path: Path) -> Settings:
+    """A copy of the real seed index, for tests that change it."""
     home = tmp_path / "home"
     shutil.copytree(seed_home, home)
     return Settings(home=home)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from rag.index import PaperIndex
 from rag.retrieve import ABSTAIN_BELOW, Retriever
 from rag.settings import AnswerSettings, Settings
 
-from .conftest import CORPUS, LlamaServer, free_port, run_cli
+from .conftest import CORPUS, FAKE_ENV, LlamaServer, call_cli, free_port, run_cli
 
 
 @dataclass
@@ -61,12 +62,12 @@ def test_markup_and_urls_never_reach_the_answer() -> None:
     assert clean_text(dirty) == "See site ok"  # a script's body is code, not words
 
 
-def test_valid_citations_are_kept_and_checked(seed_settings: Settings) -> None:
+def test_valid_citations_are_kept_and_checked(fake_seed: Settings) -> None:
     reply = (
         "FS-DFM with 8 sampling steps achieves perplexity parity with a 1,024-step "
         "discrete-flow baseline, delivering up to 128× faster sampling [1]."
     )
-    a, backend = answerer(seed_settings, reply)
+    a, backend = answerer(fake_seed, reply)
     answer = a.ask("how much faster is FS-DFM?")
     assert not answer.abstained and answer.sources[0].paper.display_name == "FS-DFM"
     assert [s.citations for s in answer.sentences] == [[1]]
@@ -75,73 +76,73 @@ def test_valid_citations_are_kept_and_checked(seed_settings: Settings) -> None:
     assert "FS-DFM" in backend.prompts[0] and "Question: how much faster" in backend.prompts[0]
 
 
-def test_citation_to_a_missing_source_is_removed_or_repaired(seed_settings: Settings) -> None:
+def test_citation_to_a_missing_source_is_removed_or_repaired(fake_seed: Settings) -> None:
     reply = (
         "FS-DFM with 8 sampling steps delivers up to 128× faster sampling than a "
         "1,024-step discrete-flow baseline [9]."
     )
-    answer = answerer(seed_settings, reply)[0].ask("how much faster is FS-DFM?")
+    answer = answerer(fake_seed, reply)[0].ask("how much faster is FS-DFM?")
     s = answer.sentences[0]
     assert s.citations == [1] and s.supported
     assert "do not exist" in s.note and "[9]" not in answer.text
 
 
-def test_wrong_citation_is_repaired_to_the_supporting_source(seed_settings: Settings) -> None:
+def test_wrong_citation_is_repaired_to_the_supporting_source(fake_seed: Settings) -> None:
     reply = "TimeSAE is a framework for black-box model explanation of time series [2]."
-    answer = answerer(seed_settings, reply)[0].ask("sparse autoencoders for time series")
+    answer = answerer(fake_seed, reply)[0].ask("sparse autoencoders for time series")
     by_n = {s.n: s.paper.display_name for s in answer.sources}
     s = answer.sentences[0]
     assert by_n[s.citations[0]] == "TimeSAE" and s.supported
 
 
-def test_unsupported_sentences_are_flagged_or_dropped(seed_settings: Settings) -> None:
+def test_unsupported_sentences_are_flagged_or_dropped(seed_readonly: Settings) -> None:
     reply = (
         "FS-DFM delivers up to 128× faster sampling than a 1,024-step baseline [1]. "
         "FS-DFM was trained on 4096 TPUs for nine weeks in Antarctica [1]."
     )
-    answer = answerer(seed_settings, reply)[0].ask("how much faster is FS-DFM?")
+    answer = answerer(seed_readonly, reply)[0].ask("how much faster is FS-DFM?")
     assert [s.supported for s in answer.sentences] == [True, False]
     assert "unsupported" in answer.sentences[1].note
-    dropped = answerer(seed_settings, reply, unsupported="drop")[0].ask(
+    dropped = answerer(seed_readonly, reply, unsupported="drop")[0].ask(
         "how much faster is FS-DFM?"
     )
     assert [s.supported for s in dropped.sentences] == [True]
     assert "Antarctica" not in dropped.text
 
 
-def test_unverifiable_answer_falls_back_to_source_sentences(seed_settings: Settings) -> None:
-    answer = answerer(seed_settings, "Bananas are yellow and grow in bunches [1].")[0].ask(
+def test_unverifiable_answer_falls_back_to_source_sentences(fake_seed: Settings) -> None:
+    answer = answerer(fake_seed, "Bananas are yellow and grow in bunches [1].")[0].ask(
         "how much faster is FS-DFM?"
     )
     assert "could not be checked" in answer.note and all(s.supported for s in answer.sentences)
     assert "128×" in answer.text
 
 
-def test_no_answer_abstains_without_calling_the_llm(seed_settings: Settings) -> None:
-    a, backend = answerer(seed_settings, "should never be asked")
+def test_no_answer_abstains_without_calling_the_llm(fake_seed: Settings) -> None:
+    a, backend = answerer(fake_seed, "should never be asked")
     answer = a.ask("trajectory prediction for autonomous driving")
     assert answer.abstained and backend.prompts == [] and answer.sentences == []
     assert answer.text.startswith("The indexed abstracts don't cover this question")
 
 
-def test_full_text_details_are_not_invented(seed_settings: Settings) -> None:
-    a, backend = answerer(seed_settings, "It used 8 A100 GPUs [1].")
+def test_full_text_details_are_not_invented(seed_readonly: Settings) -> None:
+    a, backend = answerer(seed_readonly, "It used 8 A100 GPUs [1].")
     answer = a.ask("What GPUs was TimeSAE trained on?")
     assert answer.abstained and backend.prompts == [] and "full papers" in answer.text
     why = a.ask("Why do sparse autoencoder features differ from one random seed to the next?")
     assert not why.abstained and len(backend.prompts) == 1
 
 
-def test_model_refusal_when_sources_clearly_match_shows_sources(seed_settings: Settings) -> None:
-    answer = answerer(seed_settings, "NOT IN SOURCES")[0].ask("What is SOTAlign?")
+def test_model_refusal_when_sources_clearly_match_shows_sources(fake_seed: Settings) -> None:
+    answer = answerer(fake_seed, "NOT IN SOURCES")[0].ask("What is SOTAlign?")
     assert not answer.abstained and "did not find" in answer.note
     assert answer.sentences[0].citations == [1]
 
 
-def test_model_refusal_abstains_only_where_retrieval_is_weakest(seed_settings: Settings) -> None:
+def test_model_refusal_abstains_only_where_retrieval_is_weakest(seed_readonly: Settings) -> None:
     # Relevance just above the abstention threshold: the model's refusal tips it (no paper
     # here is about adversarial attacks on driving).
-    a, _ = answerer(seed_settings, "NOT IN SOURCES")
+    a, _ = answerer(seed_readonly, "NOT IN SOURCES")
     unsure = a.ask("adversarial examples against self-driving car perception")
     assert unsure.abstained and "model found" in unsure.reason
     assert ABSTAIN_BELOW <= unsure.signals["relevance"] < CONFIDENT_RELEVANCE
@@ -154,32 +155,32 @@ def test_model_refusal_abstains_only_where_retrieval_is_weakest(seed_settings: S
     assert not loose.abstained and "did not find" in loose.note and loose.sentences
 
 
-def test_number_questions_get_the_sentence_with_the_number(seed_settings: Settings) -> None:
+def test_number_questions_get_the_sentence_with_the_number(fake_seed: Settings) -> None:
     # The sentence that states the number is less like the question than others of the same
     # abstract; it must still reach the prompt and the answer shown instead of a refusal.
     question = (
         "How many training runs were used in the big exploitability comparison of deep RL "
         "algorithms for imperfect-information games?"
     )
-    a, backend = answerer(seed_settings, "NOT IN SOURCES")
+    a, backend = answerer(fake_seed, "NOT IN SOURCES")
     answer = a.ask(question)
     assert "7000" in backend.prompts[-1].replace(",", "")
     assert "7000" in answer.text.replace(",", "") and answer.sentences[0].citations == [1]
 
 
-def test_author_questions_list_every_paper_without_llm(seed_settings: Settings) -> None:
-    a, backend = answerer(seed_settings, "unused")
+def test_author_questions_list_every_paper_without_llm(fake_seed: Settings) -> None:
+    a, backend = answerer(fake_seed, "unused")
     answer = a.ask("What has Quentin Bouniot worked on here?")
     assert backend.prompts == [] and len(answer.sources) == 4
     assert answer.text.startswith("4 indexed papers list Quentin Bouniot as an author:")
     assert [s.citations for s in answer.sentences] == [[1], [2], [3], [4]]
 
 
-def test_ask_cli_json_and_exit_codes(seed_settings: Settings, tmp_path: Path) -> None:
-    env = {"RAG_HOME": str(seed_settings.home)}
-    done = run_cli(
+def test_ask_cli_json_and_exit_codes(fake_seed: Settings, tmp_path: Path) -> None:
+    env = {"RAG_HOME": str(fake_seed.home), **FAKE_ENV}
+    done = call_cli(
         "rag.ask",
-        "Which papers use conformal prediction?",
+        "how much faster is FS-DFM?",
         "--llm",
         "extractive",
         "--json",
@@ -200,18 +201,19 @@ def test_ask_cli_json_and_exit_codes(seed_settings: Settings, tmp_path: Path) ->
         assert key in out
     assert out["llm"]["backend"] == "extractive" and out["citations"]
     assert {c["n"] for c in out["citations"]} <= {s["n"] for s in out["sources"]}
-    empty = run_cli("rag.ask", "anything", env={"RAG_HOME": str(tmp_path / "empty")})
+    empty = call_cli("rag.ask", "anything", env={"RAG_HOME": str(tmp_path / "empty"), **FAKE_ENV})
     assert empty.returncode == 2 and "rag.ingest" in empty.stderr
 
 
-def test_endpoint_down_is_a_clear_error_within_30s(seed_settings: Settings) -> None:
+def test_endpoint_down_is_a_clear_error_within_30s(fake_seed: Settings) -> None:
     env = {
-        "RAG_HOME": str(seed_settings.home),
+        **FAKE_ENV,
+        "RAG_HOME": str(fake_seed.home),
         "RAG_LLM": "openai",
         "RAG_LLM_BASE_URL": f"http://127.0.0.1:{free_port()}/v1",
     }
     started = time.monotonic()
-    done = run_cli("rag.ask", "how much faster is FS-DFM?", env=env)
+    done = call_cli("rag.ask", "how much faster is FS-DFM?", env=env)
     assert time.monotonic() - started < 30
     assert done.returncode == 3, done.stderr
     assert "128×" in done.stdout  # the extractive fallback is still printed
@@ -230,8 +232,10 @@ INJECTION = (
 
 
 @pytest.fixture(scope="module")
-def planted_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def planted_home(seed_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real seed index plus one paper with an injection payload (only it is embedded)."""
     home = tmp_path_factory.mktemp("planted") / "home"
+    shutil.copytree(seed_home, home)
     extra = home.parent / "planted.jsonl"
     extra.write_text(
         json.dumps(
@@ -245,7 +249,8 @@ def planted_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
         + "\n"
     )
-    PaperIndex(Settings(home=home)).ingest([CORPUS, extra], progress=False)
+    summary = PaperIndex(Settings(home=home)).ingest([CORPUS, extra], progress=False)
+    assert (summary.new, summary.chunks_embedded, summary.total_papers) == (1, 1, 61)
     return home
 
 
@@ -256,13 +261,12 @@ def assert_clean(text: str) -> None:
 
 @pytest.mark.slow
 def test_local_model_answers_with_valid_citations(planted_home: Path) -> None:
+    # The default model (the 1.5B) on purpose: that every sentence it writes is cited is a
+    # property of its answers, which the 0.5B does not always have.
     settings = Settings(home=planted_home)
     a = Answerer(Retriever(PaperIndex(settings)), settings)
-    for question in (
-        "how much faster is FS-DFM?",
-        "What is SOTAlign?",
-        "How fast is QuokkaNet on camera traps?",
-    ):
+    # A number question and the planted one; method questions are in the evals gate.
+    for question in ("how much faster is FS-DFM?", "How fast is QuokkaNet on camera traps?"):
         answer = a.ask(question)
         assert answer.backend in ("local", "extractive")
         assert not answer.abstained, question
@@ -282,7 +286,8 @@ def test_openai_compatible_endpoint(llama_server: LlamaServer, planted_home: Pat
         "RAG_LLM_BASE_URL": llama_server.url,
         "RAG_LLM_MODEL": "qwen-0.5b",
     }
-    for question in ("how much faster is FS-DFM?", "How fast is QuokkaNet on camera traps?"):
+    # One question, on the planted paper: FS-DFM through an endpoint is tests/test_deploy.py.
+    for question in ("How fast is QuokkaNet on camera traps?",):
         done = run_cli("rag.ask", question, "--json", env=env)
         assert done.returncode == 0, done.stderr
         out = json.loads(done.stdout)

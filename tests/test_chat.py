@@ -15,8 +15,8 @@ def extractive(settings: Settings) -> Answerer:
     return Answerer(Retriever(PaperIndex(settings)), settings)
 
 
-def test_of_those_searches_the_previous_papers(seed_settings: Settings) -> None:
-    a = extractive(seed_settings)
+def test_of_those_searches_the_previous_papers(fake_seed: Settings) -> None:
+    a = extractive(fake_seed)
     conv = Conversation()
     first, _ = conv.ask(a, "Which papers use sparse autoencoders?")
     earlier = {s.paper.id for s in first.sources}
@@ -26,17 +26,17 @@ def test_of_those_searches_the_previous_papers(seed_settings: Settings) -> None:
     assert [s.paper.display_name for s in second.sources] == ["SAEmnesia"]
 
 
-def test_it_names_the_paper_of_the_previous_answer(seed_settings: Settings) -> None:
-    a = extractive(seed_settings)
+def test_it_names_the_paper_of_the_previous_answer(fake_seed: Settings) -> None:
+    a = extractive(fake_seed)
     conv = Conversation()
     conv.ask(a, "how much faster is FS-DFM?")
     answer, standalone = conv.ask(a, "how many sampling steps does it use?")
     assert "FS-DFM" in standalone and answer.sources[0].paper.display_name == "FS-DFM"
 
 
-def test_llm_backend_condenses_follow_ups(seed_settings: Settings) -> None:
+def test_llm_backend_condenses_follow_ups(fake_seed: Settings) -> None:
     backend = ScriptedBackend("What benchmark does SOTAlign evaluate on?")
-    a = Answerer(Retriever(PaperIndex(seed_settings)), seed_settings, backend=backend)
+    a = Answerer(Retriever(PaperIndex(fake_seed)), fake_seed, backend=backend)
     conv = Conversation()
     conv.ask(a, "What is SOTAlign?")
     _, standalone = conv.ask(a, "and what does it evaluate on?")
@@ -44,5 +44,5 @@ def test_llm_backend_condenses_follow_ups(seed_settings: Settings) -> None:
     assert "<Follow Up Message>" in backend.prompts[1]
     # A first question, or one that is not a follow-up, costs no rewrite call.
     calls = len(backend.prompts)
-    conv.ask(a, "Which papers study watermarking?")
+    conv.ask(a, "How much faster is FS-DFM?")
     assert len(backend.prompts) == calls + 1  # the answer only

@@ -3,10 +3,15 @@
 The kill is real: `python -m rag.ingest` runs as a child process with RAG_FAULT_POINT set,
 and rag.faults sends the process SIGKILL at that checkpoint, so no `finally`, rollback or
 lock release runs. The next ingest then runs in this process, like a user's second try.
+
+What is under test is the ingest's bookkeeping, so the children run on the hashing embedder
+(tests.fake_cli, no torch import); one kill runs the real model's child end to end. Each
+scenario's starting index is built once and copied for each of its kill points.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import signal
@@ -21,7 +26,7 @@ from rag.index import PaperIndex, _lock_held
 from rag.retrieve import Retriever
 from rag.settings import IngestSettings, Settings
 
-from .conftest import CORPUS, run_cli
+from .conftest import CORPUS, FAKE_EMBED, FAKE_ENV, run_cli
 from .test_index import assert_consistent
 
 BATCH = 8  # chunks per write step, so that 60 papers are written in 8 steps
@@ -53,20 +58,20 @@ def _write_rows(path: Path, rows: list[dict[str, object]]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def _with_extras(seed_home: Path, tmp_path: Path) -> tuple[Path, Path]:
+def _with_extras(seed: Settings, tmp_path: Path) -> tuple[Path, Path]:
     """The seed index plus five JSONL papers, ingested here before the killed run."""
     home = tmp_path / "home"
-    shutil.copytree(seed_home, home)
+    shutil.copytree(seed.home, home)
     src = tmp_path / "src"
     src.mkdir()
     _write_rows(src / "extras.jsonl", EXTRA_ROWS)
-    PaperIndex(Settings(home=home)).ingest([src], progress=False)
+    PaperIndex(seed.model_copy(update={"home": home})).ingest([src], progress=False)
     return home, src
 
 
-def _edit(seed_home: Path, tmp_path: Path) -> Case:
+def _edit(seed: Settings, tmp_path: Path) -> Case:
     """x2's abstract changes (old chunks deleted, new ones embedded); x4's authors change."""
-    home, src = _with_extras(seed_home, tmp_path)
+    home, src = _with_extras(seed, tmp_path)
     rows = [dict(r) for r in EXTRA_ROWS]
     rows[2]["abstract"] = NEW_ABSTRACT
     rows[4]["authors"] = ["Grace Hopper", "Ada Byron"]
@@ -82,9 +87,9 @@ def _edit(seed_home: Path, tmp_path: Path) -> Case:
     return Case(home, [str(src)], [src], 65, check)
 
 
-def _prune(seed_home: Path, tmp_path: Path) -> Case:
+def _prune(seed: Settings, tmp_path: Path) -> Case:
     """x0 and x1 leave their file; the killed run prunes, the next one is a plain ingest."""
-    home, src = _with_extras(seed_home, tmp_path)
+    home, src = _with_extras(seed, tmp_path)
     _write_rows(src / "extras.jsonl", EXTRA_ROWS[2:])
 
     def check(index: PaperIndex) -> None:
@@ -94,7 +99,7 @@ def _prune(seed_home: Path, tmp_path: Path) -> Case:
     return Case(home, ["--prune", str(src)], [src], 63, check)
 
 
-def _fresh(seed_home: Path, tmp_path: Path) -> Case:
+def _fresh(seed: Settings, tmp_path: Path) -> Case:
     """The first ingest of the 60 seed papers into an empty folder."""
 
     def check(index: PaperIndex) -> None:
@@ -149,13 +154,32 @@ POINTS = [
 ]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("scenario", "point"), POINTS, ids=[f"{s}-{p}" for s, p in POINTS])
-def test_next_ingest_after_a_kill_leaves_a_whole_index(
-    scenario: str, point: str, seed_home: Path, tmp_path: Path
-) -> None:
-    case = SCENARIOS[scenario](seed_home, tmp_path)
+pytestmark = pytest.mark.slow  # real child processes, killed
+
+
+@pytest.fixture(scope="module")
+def starts(fake_seed_home: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
+    """Each scenario's starting index and source files, built once."""
+    seed = Settings(home=fake_seed_home, embed=FAKE_EMBED)
+    return {
+        name: make(seed, tmp_path_factory.mktemp(f"start-{name}"))
+        for name, make in SCENARIOS.items()
+    }
+
+
+def _start(starts: dict[str, Case], scenario: str, tmp_path: Path) -> Case:
+    """A copy of the scenario's starting index; its source files are shared (only read, and
+    the catalog knows them by their paths)."""
+    case = starts[scenario]
+    home = tmp_path / "home"
+    if case.home.exists():
+        shutil.copytree(case.home, home)
+    return dataclasses.replace(case, home=home)
+
+
+def _kill_and_recover(case: Case, scenario: str, point: str, embed: dict[str, str]) -> None:
     env = {
+        **embed,
         "RAG_HOME": str(case.home),
         "RAG_FAULT_POINT": point,
         "RAG_INGEST_WRITE_BATCH_CHUNKS": str(BATCH),
@@ -163,7 +187,12 @@ def test_next_ingest_after_a_kill_leaves_a_whole_index(
     killed = run_cli("rag.ingest", "--no-progress", *case.args, env=env, timeout=300)
     assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr[-2000:])
 
-    settings = Settings(home=case.home, ingest=IngestSettings(write_batch_chunks=BATCH))
+    fake = embed.get("RAG_EMBED_MODEL") == FAKE_ENV["RAG_EMBED_MODEL"]
+    settings = Settings(
+        home=case.home,
+        ingest=IngestSettings(write_batch_chunks=BATCH),
+        **({"embed": FAKE_EMBED} if fake else {}),
+    )
     _left(scenario, point, PaperIndex(settings))
     assert not _lock_held(case.home)  # flock died with its holder; ingest.owner is stale
     assert (case.home / "ingest.owner").exists()
@@ -187,3 +216,18 @@ def test_next_ingest_after_a_kill_leaves_a_whole_index(
     # A second run finds nothing to do.
     again = index.ingest(case.paths, progress=False)
     assert (again.chunks_embedded, again.new, again.changed, again.removed) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize(("scenario", "point"), POINTS, ids=[f"{s}-{p}" for s, p in POINTS])
+def test_next_ingest_after_a_kill_leaves_a_whole_index(
+    scenario: str, point: str, starts: dict[str, Case], tmp_path: Path
+) -> None:
+    _kill_and_recover(_start(starts, scenario, tmp_path), scenario, point, FAKE_ENV)
+
+
+def test_a_real_model_ingest_killed_mid_edit_is_finished_by_the_next(
+    seed_home: Path, tmp_path: Path
+) -> None:
+    """The same, with the real embedding model in the killed child and in the next ingest."""
+    case = _edit(Settings(home=seed_home), tmp_path)
+    _kill_and_recover(case, "edit", "store.deleted", {})

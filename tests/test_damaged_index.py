@@ -21,7 +21,7 @@ from rag.index import IndexDamaged, PaperIndex
 from rag.retrieve import Retriever
 from rag.settings import Settings
 
-from .conftest import CORPUS, run_cli
+from .conftest import CORPUS, FAKE_ENV, run_cli
 from .test_index import assert_consistent
 
 QUESTION = "sparse autoencoders explain time series"
@@ -40,7 +40,7 @@ def _segment(home: Path) -> Path:
 
 def _cli(module: str, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
     started = time.monotonic()
-    done = run_cli(module, *args, env={"RAG_HOME": str(home)}, timeout=BOUND)
+    done = run_cli(module, *args, env={"RAG_HOME": str(home), **FAKE_ENV}, timeout=BOUND)
     assert time.monotonic() - started < BOUND
     assert "Traceback" not in done.stderr, done.stderr
     return done
@@ -78,9 +78,9 @@ def _persist_vectors(home: Path) -> None:
 # ---------------------------------------------------------------------------- a crashed run
 
 
-def test_leftovers_of_a_crashed_run_are_harmless_and_cleaned(seed_settings: Settings) -> None:
-    home = seed_settings.home
-    index = PaperIndex(seed_settings)
+def test_leftovers_of_a_crashed_run_are_harmless_and_cleaned(fake_seed_copy: Settings) -> None:
+    home = fake_seed_copy.home
+    index = PaperIndex(fake_seed_copy)
     for leftover in (".tmp", ".old"):
         junk = index.bm25_dir.with_name(index.name + leftover)
         junk.mkdir()
@@ -88,7 +88,7 @@ def test_leftovers_of_a_crashed_run_are_harmless_and_cleaned(seed_settings: Sett
     (home / "ingest.owner").write_text("999999999 1\n")  # a pid that cannot be running
     found = Retriever(index).retrieve(QUESTION, k=1)
     assert found.hits[0].paper.display_name == "TimeSAE"
-    summary = PaperIndex(seed_settings).ingest([CORPUS], progress=False)
+    summary = PaperIndex(fake_seed_copy).ingest([CORPUS], progress=False)
     assert summary.unchanged == 60
     assert sorted(p.name for p in index.bm25_dir.parent.iterdir()) == [index.name]
     assert (home / "ingest.owner").read_text().split()[0] == str(os.getpid())
@@ -97,11 +97,10 @@ def test_leftovers_of_a_crashed_run_are_harmless_and_cleaned(seed_settings: Sett
 # ---------------------------------------------------------------------------- Chroma store
 
 
-@pytest.mark.slow
 def test_truncated_chroma_sqlite_is_refused_by_every_command_and_repaired(
-    seed_settings: Settings,
+    fake_seed_copy: Settings,
 ) -> None:
-    home = seed_settings.home
+    home = fake_seed_copy.home
     db = home / "chroma" / "chroma.sqlite3"
     half = db.stat().st_size // 2
     _truncate(db, half)
@@ -121,15 +120,15 @@ def test_truncated_chroma_sqlite_is_refused_by_every_command_and_repaired(
     (broken,) = home.glob("broken-*")
     assert (broken / "chroma" / "chroma.sqlite3").stat().st_size == half  # kept, not deleted
     assert json.loads(repaired.stdout)["new"] == 60  # re-embedded from the catalog
-    index = PaperIndex(seed_settings)
+    index = PaperIndex(fake_seed_copy)
     assert_consistent(index, 60)
     assert index.dense_search(QUESTION, k=1)[0].paper.display_name == "TimeSAE"
 
 
-def test_garbled_chroma_pages_give_exit_2_and_stop_ingest(seed_settings: Settings) -> None:
+def test_garbled_chroma_pages_give_exit_2_and_stop_ingest(fake_seed_copy: Settings) -> None:
     """Damage inside the file, at its full size: the quick start-up checks cannot see it,
     chromadb fails on it, and the command still ends with a message, not a traceback."""
-    home = seed_settings.home
+    home = fake_seed_copy.home
     db = home / "chroma" / "chroma.sqlite3"
     size = db.stat().st_size
     with db.open("r+b") as f:
@@ -137,28 +136,28 @@ def test_garbled_chroma_pages_give_exit_2_and_stop_ingest(seed_settings: Setting
         f.write(b"\xff" * (size - 4096 * 200))
     _damaged(_cli("rag.search", QUESTION, home=home), str(home / "chroma"), "--repair")
     with pytest.raises(IndexDamaged, match="failed its integrity check"):
-        PaperIndex(seed_settings).ingest([CORPUS], progress=False)
+        PaperIndex(fake_seed_copy).ingest([CORPUS], progress=False)
 
 
-def test_empty_chroma_sqlite_is_not_taken_for_an_empty_index(seed_settings: Settings) -> None:
-    _truncate(seed_settings.home / "chroma" / "chroma.sqlite3", 0)
+def test_empty_chroma_sqlite_is_not_taken_for_an_empty_index(fake_seed_copy: Settings) -> None:
+    _truncate(fake_seed_copy.home / "chroma" / "chroma.sqlite3", 0)
     with pytest.raises(IndexDamaged, match="is not a SQLite database"):
-        PaperIndex(seed_settings).count_chunks()
+        PaperIndex(fake_seed_copy).count_chunks()
 
 
-def test_missing_chroma_sqlite_beside_vectors_is_damage(seed_settings: Settings) -> None:
-    (seed_settings.home / "chroma" / "chroma.sqlite3").unlink()
+def test_missing_chroma_sqlite_beside_vectors_is_damage(fake_seed_copy: Settings) -> None:
+    (fake_seed_copy.home / "chroma" / "chroma.sqlite3").unlink()
     with pytest.raises(IndexDamaged, match=r"chroma\.sqlite3 is missing"):
-        Retriever(PaperIndex(seed_settings)).retrieve(QUESTION)
+        Retriever(PaperIndex(fake_seed_copy)).retrieve(QUESTION)
 
 
-def test_unpersisted_vector_files_are_rebuilt_by_chroma(seed_settings: Settings) -> None:
+def test_unpersisted_vector_files_are_rebuilt_by_chroma(fake_seed_copy: Settings) -> None:
     """Measured: below the sync threshold Chroma rebuilds the HNSW files from its log."""
-    segment = _segment(seed_settings.home)
+    segment = _segment(fake_seed_copy.home)
     assert not (segment / "index_metadata.pickle").exists()
     _truncate(segment / "header.bin", 10)
     _truncate(segment / "data_level0.bin", 1000)
-    hits = PaperIndex(seed_settings).dense_search(QUESTION, k=1)
+    hits = PaperIndex(fake_seed_copy).dense_search(QUESTION, k=1)
     assert hits[0].paper.display_name == "TimeSAE"
 
 
@@ -173,17 +172,17 @@ HNSW_DAMAGE = [
 
 @pytest.mark.parametrize(("name", "size", "said"), HNSW_DAMAGE, ids=[d[0] for d in HNSW_DAMAGE])
 def test_truncated_persisted_vector_file_is_refused(
-    seed_settings: Settings, name: str, size: int, said: str
+    fake_seed_copy: Settings, name: str, size: int, said: str
 ) -> None:
-    _persist_vectors(seed_settings.home)
-    _truncate(_segment(seed_settings.home) / name, size)
+    _persist_vectors(fake_seed_copy.home)
+    _truncate(_segment(fake_seed_copy.home) / name, size)
     with pytest.raises(IndexDamaged, match=re.escape(said)) as caught:
-        PaperIndex(seed_settings).count_chunks()
+        PaperIndex(fake_seed_copy).count_chunks()
     assert "python -m rag.ingest --repair" in str(caught.value)
 
 
-def test_segfaulting_vector_header_gives_exit_2(seed_settings: Settings) -> None:
-    home = seed_settings.home
+def test_segfaulting_vector_header_gives_exit_2(fake_seed_copy: Settings) -> None:
+    home = fake_seed_copy.home
     _persist_vectors(home)
     _truncate(_segment(home) / "header.bin", 10)
     _damaged(_cli("rag.search", QUESTION, home=home), "header.bin has 10 bytes", "--repair")
@@ -192,26 +191,26 @@ def test_segfaulting_vector_header_gives_exit_2(seed_settings: Settings) -> None
 # ---------------------------------------------------------------------------- catalog
 
 
-def test_truncated_catalog_stops_ingest_and_repair_rebuilds_it(seed_settings: Settings) -> None:
-    home = seed_settings.home
+def test_truncated_catalog_stops_ingest_and_repair_rebuilds_it(fake_seed_copy: Settings) -> None:
+    home = fake_seed_copy.home
     catalog = home / "catalog.sqlite"
     _truncate(catalog, catalog.stat().st_size // 3)
     with pytest.raises(IndexDamaged, match=r"catalog\.sqlite is truncated") as caught:
-        PaperIndex(seed_settings).ingest([CORPUS], progress=False)
+        PaperIndex(fake_seed_copy).ingest([CORPUS], progress=False)
     assert "--repair" in str(caught.value)
     # Search does not read the catalog: it goes on answering meanwhile.
-    assert PaperIndex(seed_settings).dense_search(QUESTION, k=1)[0].paper.display_name == "TimeSAE"
-    summary = PaperIndex(seed_settings).ingest([CORPUS], progress=False, repair=True)
+    assert PaperIndex(fake_seed_copy).dense_search(QUESTION, k=1)[0].paper.display_name == "TimeSAE"
+    summary = PaperIndex(fake_seed_copy).ingest([CORPUS], progress=False, repair=True)
     assert "moved catalog.sqlite" in summary.repaired[0]
     assert summary.chunks_embedded == 0 and summary.total_papers == 60  # the store was sound
     assert (next(home.glob("broken-*")) / "catalog.sqlite").exists()
 
 
-def test_ingest_cli_names_the_damaged_catalog(seed_settings: Settings) -> None:
-    catalog = seed_settings.home / "catalog.sqlite"
+def test_ingest_cli_names_the_damaged_catalog(fake_seed_copy: Settings) -> None:
+    catalog = fake_seed_copy.home / "catalog.sqlite"
     catalog.write_bytes(b"\0" * 4096)
     _damaged(
-        _cli("rag.ingest", "--no-progress", home=seed_settings.home),
+        _cli("rag.ingest", "--no-progress", home=fake_seed_copy.home),
         str(catalog),
         "python -m rag.ingest --repair",
     )
@@ -224,11 +223,11 @@ def test_ingest_cli_names_the_damaged_catalog(seed_settings: Settings) -> None:
     "damage", ["truncated corpus", "truncated matrix", "garbled vocab", "no state", "no folder"]
 )
 def test_damaged_or_missing_bm25_is_rebuilt(
-    seed_settings: Settings, damage: str, caplog: pytest.LogCaptureFixture
+    fake_seed_copy: Settings, damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     import shutil
 
-    index = PaperIndex(seed_settings)
+    index = PaperIndex(fake_seed_copy)
     folder = index.bm25_dir
     if damage == "truncated corpus":
         _truncate(folder / "corpus.jsonl", 100)
@@ -250,11 +249,10 @@ def test_damaged_or_missing_bm25_is_rebuilt(
     assert len(index.load_bm25().corpus) == index.count_chunks()
 
 
-@pytest.mark.slow
-def test_search_cli_rebuilds_missing_bm25(seed_settings: Settings) -> None:
+def test_search_cli_rebuilds_missing_bm25(fake_seed_copy: Settings) -> None:
     import shutil
 
-    shutil.rmtree(seed_settings.home / "bm25")
-    found = _cli("rag.search", QUESTION, "--k", "1", home=seed_settings.home)
+    shutil.rmtree(fake_seed_copy.home / "bm25")
+    found = _cli("rag.search", QUESTION, "--k", "1", home=fake_seed_copy.home)
     assert found.returncode == 0 and "TimeSAE" in found.stdout
     assert "rebuilt in memory" in found.stderr

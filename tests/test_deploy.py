@@ -11,7 +11,7 @@ import pytest
 from rag.settings import ChromaSettings, LLMSettings, Settings, UISettings
 from ui.app import launch
 
-from .conftest import CORPUS, LlamaServer, free_port, run_cli
+from .conftest import CORPUS, LlamaServer, call_cli, free_port, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -27,9 +27,10 @@ def test_chroma_server_and_llm_server_end_to_end(
     }
     llm = {"RAG_LLM": "openai", "RAG_LLM_BASE_URL": llama_server.url, "RAG_LLM_MODEL": "qwen-0.5b"}
 
-    # The ingesting machine fills the server's collection.
+    # The ingesting machine fills the server's collection (in this process, whose model is
+    # loaded already; the answering machine below is a real `python -m rag.ask`).
     ingester = tmp_path / "ingester"
-    done = run_cli("rag.ingest", str(CORPUS), "--json", env={"RAG_HOME": str(ingester), **store})
+    done = call_cli("rag.ingest", str(CORPUS), "--json", env={"RAG_HOME": str(ingester), **store})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["total_papers"] == 60
 

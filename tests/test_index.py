@@ -18,7 +18,7 @@ from rag.corpus import read_papers
 from rag.index import PAPERS_FILE, IndexBusy, PaperIndex, collection_name, paper_from_metadata
 from rag.settings import PROJECT_ROOT, ChunkSettings, Settings
 
-from .conftest import CORPUS, ICML, run_cli
+from .conftest import CORPUS, FAKE_EMBED, FAKE_ENV, ICML, call_cli, run_cli
 
 
 class EmbeddedTexts(BaseEventHandler):
@@ -62,8 +62,8 @@ def copy_corpus(tmp_path: Path) -> Path:
     return dest
 
 
-def test_ingest_builds_a_consistent_index(seed_settings: Settings) -> None:
-    index = PaperIndex(seed_settings)
+def test_ingest_builds_a_consistent_index(fake_seed: Settings) -> None:
+    index = PaperIndex(fake_seed)
     assert_consistent(index, 60)
     papers = index.papers()
     assert len(papers) == 60
@@ -86,14 +86,16 @@ def test_ingest_builds_a_consistent_index(seed_settings: Settings) -> None:
     assert meta["first_author"] == "Khalid Oublal"
 
 
-def test_unchanged_reingest_embeds_nothing(seed_settings: Settings, embedded) -> None:
-    summary = PaperIndex(seed_settings).ingest([CORPUS], progress=False)
+def test_unchanged_reingest_embeds_nothing(fake_seed_copy: Settings, embedded) -> None:
+    summary = PaperIndex(fake_seed_copy).ingest([CORPUS], progress=False)
     assert embedded.texts == 0
     assert summary.chunks_embedded == 0
     assert (summary.unchanged, summary.new, summary.changed) == (60, 0, 0)
 
 
-def test_changed_jsonl_abstract_reembeds_only_its_chunks(settings: Settings, tmp_path, embedded):
+def test_changed_jsonl_abstract_reembeds_only_its_chunks(
+    fake_settings: Settings, tmp_path, embedded
+):
     src = tmp_path / "papers.jsonl"
     rows = [
         {
@@ -105,7 +107,7 @@ def test_changed_jsonl_abstract_reembeds_only_its_chunks(settings: Settings, tmp
         for i in range(5)
     ]
     src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    index = PaperIndex(settings)
+    index = PaperIndex(fake_settings)
     index.ingest([src], progress=False)
     first = embedded.texts
     assert first == 5
@@ -129,14 +131,14 @@ def papers_in_store(index: PaperIndex) -> list[Any]:
     )
 
 
-def test_paper_list_saved_beside_bm25_follows_the_store(settings: Settings, tmp_path: Path):
+def test_paper_list_saved_beside_bm25_follows_the_store(fake_settings: Settings, tmp_path: Path):
     src = tmp_path / "papers.jsonl"
     rows = [
         {"id": f"t{i}", "title": f"Paper {i}", "authors": ["A B"], "abstract": f"Topic {i}. " * 9}
         for i in range(4)
     ]
     src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    index = PaperIndex(settings)
+    index = PaperIndex(fake_settings)
     index.ingest([src], progress=False)
     saved = index.bm25_dir / PAPERS_FILE
     assert index._papers_snapshot() == papers_in_store(index) == index.papers()
@@ -167,9 +169,9 @@ def test_paper_list_saved_beside_bm25_follows_the_store(settings: Settings, tmp_
     assert index._papers_snapshot() == papers_in_store(index)
 
 
-def test_edited_listing_and_prune(settings: Settings, tmp_path: Path) -> None:
+def test_edited_listing_and_prune(fake_settings: Settings, tmp_path: Path) -> None:
     corpus = copy_corpus(tmp_path)
-    index = PaperIndex(settings)
+    index = PaperIndex(fake_settings)
     index.ingest([corpus], progress=False)
     listing = corpus / "000_ca26f2752b4dd6e2.txt"
     text = listing.read_text(encoding="utf-8")
@@ -186,17 +188,17 @@ def test_edited_listing_and_prune(settings: Settings, tmp_path: Path) -> None:
     assert_consistent(index, 40)
 
 
-def test_prune_keeps_papers_from_other_sources(seed_settings: Settings, tmp_path: Path) -> None:
+def test_prune_keeps_papers_from_other_sources(fake_seed_copy: Settings, tmp_path: Path) -> None:
     other = tmp_path / "other.jsonl"
     other.write_text(json.dumps({"id": "o1", "abstract": "Another paper on kernels. " * 5}) + "\n")
-    index = PaperIndex(seed_settings)
+    index = PaperIndex(fake_seed_copy)
     index.ingest([other], progress=False)
     summary = index.ingest([CORPUS], prune=True, progress=False)
     assert summary.removed == 0 and summary.total_papers == 61
 
 
 @pytest.mark.skipif(not ICML.exists(), reason="../shared/corpora is not beside the project")
-def test_later_source_merges_into_indexed_paper(seed_settings: Settings, tmp_path: Path) -> None:
+def test_later_source_merges_into_indexed_paper(fake_seed_copy: Settings, tmp_path: Path) -> None:
     seeds = {p.key: p for p in read_papers([CORPUS]).papers}
     rows = [json.loads(line) for line in ICML.open(encoding="utf-8")]
     from rag.corpus import abstract_key
@@ -205,7 +207,7 @@ def test_later_source_merges_into_indexed_paper(seed_settings: Settings, tmp_pat
     assert len(matching) == 3
     extra = tmp_path / "icml_part.jsonl"
     extra.write_text("\n".join(json.dumps(r) for r in matching) + "\n", encoding="utf-8")
-    index = PaperIndex(seed_settings)
+    index = PaperIndex(fake_seed_copy)
     summary = index.ingest([extra], progress=False)
     assert summary.total_papers == 60 and summary.removed == 3 and summary.new == 3
     papers = {p.id: p for p in index.papers()}
@@ -223,15 +225,18 @@ def test_collection_name_follows_what_shapes_vectors(tmp_path: Path) -> None:
     b = Settings(home=tmp_path, chunk=ChunkSettings(size=256))
     assert collection_name(a) == collection_name(Settings(home=tmp_path / "elsewhere"))
     assert collection_name(a) != collection_name(b)
+    fake = Settings(home=tmp_path, embed=FAKE_EMBED)
+    assert collection_name(fake) not in (collection_name(a), collection_name(b))
 
 
-def test_dense_search_finds_papers(seed_settings: Settings) -> None:
-    hits = PaperIndex(seed_settings).dense_search("explaining time series models with SAEs", k=3)
+def test_dense_search_finds_papers(seed_readonly: Settings) -> None:
+    hits = PaperIndex(seed_readonly).dense_search("explaining time series models with SAEs", k=3)
     assert hits[0].paper.display_name == "TimeSAE"
     assert len({h.paper.id for h in hits}) == 3
 
 
-def test_second_ingest_stops_within_seconds(seed_settings: Settings) -> None:
+def test_second_ingest_stops_within_seconds(fake_seed_copy: Settings) -> None:
+    seed_settings = fake_seed_copy
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -262,8 +267,10 @@ def test_second_ingest_stops_within_seconds(seed_settings: Settings) -> None:
 
 @pytest.mark.slow
 def test_two_ingests_at_once_both_finish_consistently(tmp_path: Path) -> None:
-    env = {"RAG_HOME": str(tmp_path / "home"), "RAG_INGEST_LOCK_TIMEOUT": "300"}
-    cmd = [sys.executable, "-m", "rag.ingest", "--json", "--no-progress", str(CORPUS)]
+    # Two real processes contend for the lock; the hashing embedder keeps each one short.
+    env = {"RAG_HOME": str(tmp_path / "home"), "RAG_INGEST_LOCK_TIMEOUT": "300", **FAKE_ENV}
+    cmd = [sys.executable, "-m", "tests.fake_cli", "rag.ingest", "--json", "--no-progress"]
+    cmd.append(str(CORPUS))
     import os
 
     procs = [
@@ -281,13 +288,15 @@ def test_two_ingests_at_once_both_finish_consistently(tmp_path: Path) -> None:
     assert [p.returncode for p in procs] == [0, 0], outs
     summaries = sorted((json.loads(o) for o, _ in outs), key=lambda s: s["chunks_embedded"])
     assert summaries[0]["chunks_embedded"] == 0 and summaries[1]["new"] == 60
-    assert_consistent(PaperIndex(Settings(home=tmp_path / "home")), 60)
+    assert_consistent(PaperIndex(Settings(home=tmp_path / "home", embed=FAKE_EMBED)), 60)
 
 
 @pytest.mark.slow
 def test_ingest_and_search_through_a_chroma_server(chroma_server, tmp_path: Path) -> None:
+    # The real model's way to a server is tests/test_deploy.py; here the store's protocol.
     host, port = chroma_server
     env = {
+        **FAKE_ENV,
         "RAG_HOME": str(tmp_path / "home"),
         "RAG_CHROMA_HOST": host,
         "RAG_CHROMA_PORT": str(port),
@@ -312,20 +321,20 @@ def test_server_down_is_a_clear_error(tmp_path: Path) -> None:
         "RAG_CHROMA_PORT": str(free_port()),
     }
     started = time.monotonic()
-    done = run_cli("rag.search", "anything", env=env)
+    done = call_cli("rag.search", "anything", env=env)
     assert done.returncode == 3
     assert "Chroma server at 127.0.0.1" in done.stderr and "Traceback" not in done.stderr
     assert time.monotonic() - started < 30
 
 
-def test_cli_summary_search_and_help(seed_settings: Settings, tmp_path: Path) -> None:
-    env = {"RAG_HOME": str(seed_settings.home)}
-    done = run_cli("rag.ingest", "--json", "--no-progress", env=env)
+def test_cli_summary_search_and_help(fake_seed_copy: Settings, tmp_path: Path) -> None:
+    env = {"RAG_HOME": str(fake_seed_copy.home), **FAKE_ENV}
+    done = call_cli("rag.ingest", "--json", "--no-progress", env=env)
     summary = json.loads(done.stdout)
     assert summary["unchanged"] == 60 and summary["problems"] == []
-    found = run_cli("rag.search", "how much faster is FS-DFM?", "--k", "2", env=env)
+    found = call_cli("rag.search", "how much faster is FS-DFM?", "--k", "2", env=env)
     assert found.returncode == 0 and "FS-DFM" in found.stdout.splitlines()[0]
-    helped = run_cli("rag.ingest", "--help", env=env)
+    helped = call_cli("rag.ingest", "--help", env=env)
     assert "RAG_HOME" in helped.stdout and "RAG_CHUNK_SIZE" in helped.stdout
 
 
@@ -334,23 +343,27 @@ def test_cli_reports_bad_files_and_keeps_going(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "empty.txt").write_text("")
     shutil.copy(CORPUS / "000_ca26f2752b4dd6e2.txt", folder)
-    done = run_cli(
-        "rag.ingest", str(folder), "--no-progress", env={"RAG_HOME": str(tmp_path / "home")}
+    done = call_cli(
+        "rag.ingest",
+        str(folder),
+        "--no-progress",
+        env={"RAG_HOME": str(tmp_path / "home"), **FAKE_ENV},
     )
     assert done.returncode == 0, done.stderr
     assert "20 new" in done.stdout and "empty.txt:0: empty file" in done.stdout
 
 
 def test_search_on_empty_index_says_how_to_fill_it(tmp_path: Path) -> None:
-    done = run_cli("rag.search", "anything", env={"RAG_HOME": str(tmp_path / "home")})
+    done = call_cli("rag.search", "anything", env={"RAG_HOME": str(tmp_path / "home"), **FAKE_ENV})
     assert done.returncode == 2 and "python -m rag.ingest" in done.stderr
 
 
 def test_bad_setting_is_a_usage_error(tmp_path: Path) -> None:
-    done = run_cli("rag.search", "x", env={"RAG_CHUNK_SIZE": "lots"})
+    done = call_cli("rag.search", "x", env={"RAG_CHUNK_SIZE": "lots"})
     assert done.returncode == 2 and "RAG_" not in done.stdout and "chunk" in done.stderr
 
 
+@pytest.mark.slow
 def test_question_model_gives_the_ingest_models_vectors(settings: Settings) -> None:
     """Questions are embedded in numpy (fast cold start); they must land where torch puts them."""
     import numpy as np

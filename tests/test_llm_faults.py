@@ -7,7 +7,6 @@ cue); the client side is the real one: OpenAILike, the Answerer and `python -m r
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from rag.llm import BackendError, make_backend
 from rag.retrieve import Retriever
 from rag.settings import LLMSettings, Settings
 
-from .conftest import run_cli
+from .conftest import FAKE_EMBED, FAKE_ENV, call_cli
 from .fake_openai import FakeOpenAI
 
 QUESTION = "how much faster is FS-DFM?"
@@ -28,10 +27,9 @@ RETRIES = 2
 
 
 @pytest.fixture(scope="module")
-def retriever(seed_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Retriever:
-    home = tmp_path_factory.mktemp("faults") / "home"
-    shutil.copytree(seed_home, home)
-    return Retriever(PaperIndex(Settings(home=home)))
+def retriever(fake_seed_home: Path) -> Retriever:
+    """What fails here is the endpoint: the fast seed index is enough, and only read."""
+    return Retriever(PaperIndex(Settings(home=fake_seed_home, embed=FAKE_EMBED)))
 
 
 def answerer_for(
@@ -154,6 +152,7 @@ def test_an_endpoint_that_stalls_mid_answer_is_cut_off(
 
 def cli_env(home: Path, url: str, timeout: float = 2.0) -> dict[str, str]:
     return {
+        **FAKE_ENV,
         "RAG_HOME": str(home),
         "RAG_LLM": "openai",
         "RAG_LLM_BASE_URL": url,
@@ -162,12 +161,11 @@ def cli_env(home: Path, url: str, timeout: float = 2.0) -> dict[str, str]:
     }
 
 
-@pytest.mark.slow
 def test_cli_hung_endpoint_gives_up_in_bounded_time(retriever: Retriever, fake: FakeOpenAI) -> None:
     fake.mode = "hang"
     started = time.monotonic()
     env = cli_env(retriever.index.settings.home, fake.url, timeout=1.0)
-    done = run_cli("rag.ask", QUESTION, env=env)
+    done = call_cli("rag.ask", QUESTION, env=env)
     assert time.monotonic() - started < 30
     assert done.returncode == 3, done.stderr
     assert fake.requests == 1 + RETRIES
@@ -175,18 +173,17 @@ def test_cli_hung_endpoint_gives_up_in_bounded_time(retriever: Retriever, fake: 
     assert "128×" in done.stdout and "Traceback" not in done.stderr
 
 
-@pytest.mark.slow
 def test_cli_cut_stream_exits_3_with_the_extractive_answer(
     retriever: Retriever, fake: FakeOpenAI
 ) -> None:
     fake.mode = "cut"
     env = cli_env(retriever.index.settings.home, fake.url)
-    done = run_cli("rag.ask", QUESTION, "--json", env=env)
+    done = call_cli("rag.ask", QUESTION, "--json", env=env)
     assert done.returncode == 3, done.stderr
     out = json.loads(done.stdout)
     assert out["llm"]["backend"] == "extractive" and "cut off" in out["note"]
     assert "cut off" in done.stderr and "Traceback" not in done.stderr
     fake.mode = "ok"
-    done = run_cli("rag.ask", QUESTION, "--json", env=env)
+    done = call_cli("rag.ask", QUESTION, "--json", env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["llm"]["backend"] == "openai"

@@ -9,20 +9,27 @@ from rag.index import PaperIndex
 from rag.retrieve import Retriever
 from rag.settings import Settings
 
-from .conftest import CORPUS, run_cli
+from .conftest import CORPUS, FAKE_ENV, call_cli
 
 
 @pytest.fixture
-def retriever(seed_settings: Settings) -> Retriever:
-    return Retriever(PaperIndex(seed_settings))
+def retriever(fake_seed: Settings) -> Retriever:
+    """Metadata, names and filters: the hashing embedder is enough."""
+    return Retriever(PaperIndex(fake_seed))
+
+
+@pytest.fixture
+def real_retriever(seed_readonly: Settings) -> Retriever:
+    """What depends on the real model's sense of meaning."""
+    return Retriever(PaperIndex(seed_readonly))
 
 
 def names(result) -> list[str]:
     return [h.paper.display_name for h in result.hits]
 
 
-def test_paraphrase_finds_the_paper(retriever: Retriever) -> None:
-    r = retriever.retrieve(
+def test_paraphrase_finds_the_paper(real_retriever: Retriever) -> None:
+    r = real_retriever.retrieve(
         "How can black-box predictors of temporal signals be explained "
         "beyond the data they were trained on?"
     )
@@ -35,8 +42,8 @@ def test_method_name_comes_first(retriever: Retriever) -> None:
     assert names(r)[0] == "SOTAlign" and "name" in r.hits[0].matched
 
 
-def test_results_are_papers_not_chunks(retriever: Retriever) -> None:
-    r = retriever.retrieve("sparse autoencoders", k=10)
+def test_results_are_papers_not_chunks(real_retriever: Retriever) -> None:
+    r = real_retriever.retrieve("sparse autoencoders", k=10)
     ids = [h.paper.id for h in r.hits]
     assert len(ids) == len(set(ids)) == 10
     assert all(h.passage for h in r.hits)
@@ -91,15 +98,15 @@ def test_explicit_filters(retriever: Retriever) -> None:
     assert none.abstained
 
 
-def test_question_outside_the_collection_abstains(retriever: Retriever) -> None:
-    r = retriever.retrieve("trajectory prediction for autonomous driving")
+def test_question_outside_the_collection_abstains(real_retriever: Retriever) -> None:
+    r = real_retriever.retrieve("trajectory prediction for autonomous driving")
     assert r.abstained and r.hits == [] and "relevance" in r.reason
 
 
-def test_bm25_is_persisted_in_step_with_chroma(seed_settings: Settings, tmp_path) -> None:
-    index = PaperIndex(seed_settings)
+def test_bm25_is_persisted_in_step_with_chroma(fake_seed_copy: Settings, tmp_path) -> None:
+    index = PaperIndex(fake_seed_copy)
     state = json.loads((index.bm25_dir / "state.json").read_text())
-    assert state["count"] == index.count_chunks() == 61
+    assert state["count"] == index.count_chunks() >= 60
     # A missing BM25 folder is rebuilt by the next ingest, which embeds nothing.
     shutil.rmtree(index.bm25_dir)
     summary = index.ingest([CORPUS], progress=False)
@@ -110,21 +117,21 @@ def test_bm25_is_persisted_in_step_with_chroma(seed_settings: Settings, tmp_path
     assert names(r)[0] == "SOTAlign" and "bm25" in r.hits[0].matched
 
 
-def test_search_cli_json(seed_settings: Settings) -> None:
-    env = {"RAG_HOME": str(seed_settings.home)}
-    done = run_cli("rag.search", "which papers use conformal prediction?", "--json", env=env)
+def test_search_cli_json(fake_seed: Settings) -> None:
+    env = {"RAG_HOME": str(fake_seed.home), **FAKE_ENV}
+    done = call_cli("rag.search", "how much faster is FS-DFM?", "--json", env=env)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     first = out["results"][0]
     for key in ("id", "display_name", "title", "authors", "track", "score", "passage", "matched"):
         assert key in first
-    listed = run_cli("rag.search", "--author", "Bouniot", env=env)
+    listed = call_cli("rag.search", "--author", "Bouniot", env=env)
     assert listed.returncode == 0 and listed.stdout.startswith("4 papers")
-    nothing = run_cli("rag.search", "weather forecasting with deep learning", env=env)
+    nothing = call_cli("rag.search", "weather forecasting with deep learning", env=env)
     assert nothing.returncode == 0 and "No answer in the indexed papers" in nothing.stdout
 
 
-def test_ordinary_words_are_not_names(seed_settings: Settings, tmp_path) -> None:
+def test_ordinary_words_are_not_names(fake_seed_copy: Settings, tmp_path) -> None:
     # A paper titled "Guidance: ..." by Wei Ai: "classifier-free guidance" is not asking about
     # it (16 seed sentences use the word), and "AI agents" is not asking about its author.
     # Found at ICML scale, where they pushed the right papers out of the first five.
@@ -150,8 +157,8 @@ def test_ordinary_words_are_not_names(seed_settings: Settings, tmp_path) -> None
         "nucleotide tokens, and compare autoregressive Transformers with state-space models.",
     }
     extra.write_text(json.dumps(paper) + "\n" + json.dumps(coined) + "\n")
-    PaperIndex(seed_settings).ingest([CORPUS, extra], progress=False)
-    r = Retriever(PaperIndex(seed_settings))
+    PaperIndex(fake_seed_copy).ingest([CORPUS, extra], progress=False)
+    r = Retriever(PaperIndex(fake_seed_copy))
     cfg = r.retrieve("papers about classifier-free guidance in diffusion models")
     assert not cfg.signals.get("named") and "x-guidance" not in {h.paper.id for h in cfg.hits}
     asked = r.retrieve("What is Guidance?")  # spelled as its title spells it
@@ -188,7 +195,7 @@ def test_ordinary_words_are_not_names(seed_settings: Settings, tmp_path) -> None
         assert found.mode == "author" and [h.paper.id for h in found.hits] == ["x-model"], about
 
 
-def test_papers_that_name_the_topic_come_first(retriever: Retriever) -> None:
-    r = retriever.retrieve("Which papers use sparse autoencoders?", k=8)
+def test_papers_that_name_the_topic_come_first(real_retriever: Retriever) -> None:
+    r = real_retriever.retrieve("Which papers use sparse autoencoders?", k=8)
     says = ["sparse autoencoder" in h.paper.abstract.lower() for h in r.hits]
     assert sum(says) == 5 and says == sorted(says, reverse=True)

@@ -17,14 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from evals.load import client, last_text
 from rag.answer import Answerer
 from rag.index import PaperIndex, StoreUnavailable
 from rag.retrieve import Retriever
 from rag.settings import ChromaSettings, LLMSettings, Settings, UISettings
 from ui.app import launch
 
-from .conftest import free_port, run_cli
-from .test_ui import client, last_text
+from .conftest import FAKE_EMBED, FAKE_ENV, free_port, run_cli
+
+pytestmark = pytest.mark.slow  # real `chroma run` servers
 
 QUESTION = "Which papers use sparse autoencoders?"
 
@@ -71,14 +73,19 @@ class ChromaServer:
 
 
 @pytest.fixture
-def server_settings(seed_home: Path, tmp_path: Path) -> Iterator[tuple[Settings, ChromaServer]]:
-    """The seed index, its Chroma store served by a server this test may stop and start."""
+def server_settings(
+    fake_seed_home: Path, tmp_path: Path
+) -> Iterator[tuple[Settings, ChromaServer]]:
+    """The seed index, its Chroma store served by a server this test may stop and start.
+
+    What is under test is the server going away; the hashing embedder keeps it quick."""
     home = tmp_path / "home"
-    shutil.copytree(seed_home, home)
+    shutil.copytree(fake_seed_home, home)
     server = ChromaServer(home / "chroma", free_port())
     server.start()
     settings = Settings(
         home=home,
+        embed=FAKE_EMBED,
         chroma=ChromaSettings(host="127.0.0.1", port=server.port),
         llm=LLMSettings(backend="extractive"),
         ui=UISettings(port=free_port()),
@@ -89,7 +96,6 @@ def server_settings(seed_home: Path, tmp_path: Path) -> Iterator[tuple[Settings,
         server.stop()
 
 
-@pytest.mark.slow
 def test_lost_chroma_server_is_a_clear_error_and_recovery_needs_no_restart(
     server_settings: tuple[Settings, ChromaServer],
 ) -> None:
@@ -146,6 +152,7 @@ def test_store_down_before_first_question_is_a_clear_error(
 def settings_env(settings: Settings) -> dict[str, str]:
     assert settings.chroma.host is not None
     return {
+        **FAKE_ENV,
         "RAG_HOME": str(settings.home),
         "RAG_CHROMA_HOST": settings.chroma.host,
         "RAG_CHROMA_PORT": str(settings.chroma.port),

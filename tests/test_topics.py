@@ -118,8 +118,8 @@ def test_topics_a_question_for_papers_spells_out_must_be_mentioned() -> None:
 
 
 @pytest.fixture
-def retriever(seed_settings: Settings) -> Retriever:
-    return Retriever(PaperIndex(seed_settings))
+def retriever(seed_readonly: Settings) -> Retriever:
+    return Retriever(PaperIndex(seed_readonly))
 
 
 @pytest.mark.slow
@@ -151,8 +151,8 @@ def test_questions_about_names_no_paper_mentions_abstain(retriever: Retriever) -
     assert not retriever.retrieve("How does AlphaFold 3 predict protein complexes?").abstained
 
 
-@pytest.mark.slow
-def test_topic_vectors_are_cached_by_ingest(seed_settings: Settings, tmp_path: Path) -> None:
+def test_topic_vectors_are_cached_by_ingest(fake_seed_copy: Settings, tmp_path: Path) -> None:
+    seed_settings = fake_seed_copy
     seed_settings.search.topics_cache = tmp_path / "topics"
     index = PaperIndex(seed_settings)
     index.ingest([CORPUS], progress=False)  # nothing to embed but the topics, once

@@ -5,42 +5,51 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from rag.settings import Settings, UISettings
+from evals.load import client, last_text
+from rag.settings import EmbedSettings, Settings, UISettings
 from ui.app import launch
 
-from .conftest import ARTIFACTS, free_port, gzip_bomb
+from .conftest import ARTIFACTS, FAKE_EMBED, free_port, gzip_bomb
 
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-@pytest.fixture(scope="module")
-def page_url(seed_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+pytestmark = pytest.mark.slow  # a real Gradio server, driven over HTTP and in Chromium
+
+
+def _page(seed: Path, folder: Path, embed: EmbedSettings) -> tuple[str, Any]:
     import shutil
 
-    home = tmp_path_factory.mktemp("ui") / "home"
-    shutil.copytree(seed_home, home)
+    home = folder / "home"
+    shutil.copytree(seed, home)
     port = free_port()
     settings = Settings(
-        home=home, ui=UISettings(port=port, concurrency=2, max_queue=8, max_upload_mb=1)
+        home=home,
+        embed=embed,
+        ui=UISettings(port=port, concurrency=2, max_queue=8, max_upload_mb=1),
     )
     settings.llm = settings.llm.model_copy(update={"backend": "extractive"})
-    app = launch(settings, block=False)
-    yield f"http://127.0.0.1:{port}/"
+    return f"http://127.0.0.1:{port}/", launch(settings, block=False)
+
+
+@pytest.fixture(scope="module")
+def page_url(fake_seed_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The page's own behaviour (queue, sessions, uploads): the hashing embedder is enough."""
+    url, app = _page(fake_seed_home, tmp_path_factory.mktemp("ui"), FAKE_EMBED)
+    yield url
     app.close()
 
 
-def client(url: str):
-    from gradio_client import Client
-
-    return Client(url, verbose=False)
-
-
-def last_text(history: list[dict]) -> str:
-    content = history[-1]["content"]
-    return content if isinstance(content, str) else " ".join(c.get("text", "") for c in content)
+@pytest.fixture(scope="module")
+def real_page_url(seed_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The page as a user gets it: the real seed index."""
+    url, app = _page(seed_home, tmp_path_factory.mktemp("ui-real"), EmbedSettings())
+    yield url
+    app.close()
 
 
 def test_ask_streams_a_cited_answer_with_sources(page_url: str) -> None:
@@ -181,9 +190,9 @@ def test_files_outside_the_app_are_refused(page_url: str) -> None:
         assert err.value.code in (403, 404), path
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed")
-def test_page_in_a_real_browser(page_url: str) -> None:
+def test_page_in_a_real_browser(real_page_url: str) -> None:
+    page_url = real_page_url
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
