@@ -47,6 +47,9 @@ def test_chroma_server_and_llm_server_end_to_end(
         s["n"] for s in out["sources"]
     }
     assert not (page_home / "chroma").exists()  # nothing of the store is kept locally
+    found = run_cli("rag.search", "sparse autoencoders explain time series", "--json", env=env)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["display_name"] == "TimeSAE"
 
     ui_port = free_port()
     settings = Settings(
