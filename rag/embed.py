@@ -56,10 +56,6 @@ def register_embedder(embedder: Embedder) -> None:
     _REGISTRY[embedder.name] = embedder
 
 
-def registered(name: str) -> Embedder | None:
-    return _REGISTRY.get(name)
-
-
 def model_identity(path: str) -> dict[str, Any]:
     """What makes two model folders produce the same vectors: configs and weight sizes.
 

@@ -51,7 +51,8 @@ class _Section(BaseModel):
 class EmbedSettings(_Section):
     model: str = Field(
         default_factory=default_embed_model,
-        description="Path to a local sentence-transformers model folder (nothing is downloaded).",
+        description="Path to a local sentence-transformers model folder (nothing is downloaded), "
+        "or the name of an embedder registered with rag.embed.register_embedder.",
     )
     batch_size: int = Field(
         default=64, ge=1, le=4096, description="Texts per forward pass of the embedding model."
