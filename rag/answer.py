@@ -339,7 +339,7 @@ class Answerer:
         picked, answer.best_sims = self._pick_sentences(answer.question, prompt_sources)
 
         # A "why" question asks for an explanation, which abstracts give; a detail it names
-        # ("differ from one random seed to the next") is its subject, not what it asks for.
+        # is its subject, not what it asks for.
         needs = None if _EXPLANATION.match(answer.question) else _FULL_TEXT.search(answer.question)
         if needs and not any(needs.group(0).lower() in " ".join(v).lower() for v in picked):
             answer.abstained = True

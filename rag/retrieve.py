@@ -26,8 +26,8 @@ from rag.topics import Topics
 # questions while paraphrases, which share no rare word with their paper, recover at scale
 # (ICML: paraphrase recall@5 0.28 -> 0.41; seed: 0.91 -> 0.93).
 LEG_WEIGHTS = {"dense": 1.0, "bm25": 0.5}
-# A question that names a known topic ("papers on concept bottleneck models") wants papers
-# that say those words, so BM25 weighs as much as dense in their order (ICML multi 0.760 ->
+# A question that names a known topic wants papers that say those words, so BM25 weighs as
+# much as dense in their order (ICML multi 0.760 ->
 # 0.782; 2.0 gains nothing more). The abstention tests still read the LEG_WEIGHTS order:
 # BM25 lifts papers that use the words in passing, which the topic check must not see.
 TOPIC_BM25_WEIGHT = 1.0
@@ -615,8 +615,8 @@ class Retriever:
         dense = self._dense(query, vector, depth, allowed) if vector is not None else []
         sparse = self._sparse(query, depth, allowed) if mode in ("hybrid", "bm25") else []
         topics: list[tuple[str, ...]] = []
-        # "Which papers study watermarking of audio?": the topics such a question spells out
-        # are what the papers must be about (rag.topics); other questions use them in passing.
+        # The topics a question asking for papers spells out are what the papers must be
+        # about (rag.topics); other questions use such words in passing.
         asks_for_papers = bool(_ASKS_FOR_PAPERS.search(query))
         if mode == "hybrid" and vector is not None and self.index.settings.search.topic_check:
             topics = self.topics.named(query, vector, asks_for_papers)
@@ -689,9 +689,8 @@ class Retriever:
         """Papers that mention the known topics a question names, ahead of those that do not
         (those that mention more of them first).
 
-        "Which papers use sparse autoencoders?" among thousands of interpretability papers:
-        fusion ranks near-topic papers (probing, circuits) among those that use sparse
-        autoencoders; a paper that never says the words does not answer the question.
+        Among thousands of papers of one field, fusion ranks papers near a topic among those
+        that use it; a paper that never says the topic's words does not answer the question.
         """
         head = ranked[:TOPIC_FIRST_DEPTH]
         says = {

@@ -139,13 +139,10 @@ class Topics:
         also each topic of two words or more the question spells out.
 
         For a question asking for papers, a topic it spells word for word counts even when
-        the question as a whole is nearer broader topics: "papers about classifier-free
-        guidance in diffusion models" is nearer "diffusion guidance" (0.68) than
-        "classifier-free guidance" (< 0.6). Other questions use such words in passing ("How
-        can step-by-step thinking plus reward-based fine-tuning ..." is not about
-        fine-tuning). A topic whose words are all inside another named one ("diffusion
-        models" in "diffusion guidance") is dropped: nearly every paper near the question
-        mentions it.
+        the question as a whole is nearer a broader topic than to it. Other questions use
+        such words in passing, so for them only nearness counts. A topic whose words are all
+        inside another named one is dropped: nearly every paper near the question mentions
+        it.
         """
         asked = set(_stems(question))
         out: list[tuple[str, ...]] = []
@@ -188,9 +185,9 @@ class Topics:
         AI-generated images" mentions "image watermarking"; "neural", "architecture" and
         "search" scattered over an abstract do not mention neural architecture search).
         """
-        # "machine unlearning or concept erasure" asks for either: each side of an "or"
-        # must name a topic the papers lack before the question as a whole does.
-        # A side that names no known topic ("..., or not?") is no alternative.
+        # A question with an "or" asks for either side: each side must name a topic the
+        # papers lack before the question as a whole does. A side that names no known topic
+        # is no alternative.
         sides = [set(_stems(side)) for side in _EITHER.split(question)]
         asked = set().union(*sides)
         if len(sides) > 1:
