@@ -375,7 +375,7 @@ def bench_cold(sizes: Sequence[str]) -> list[dict[str, Any]]:
 
 def bench_load(sessions: int = LOAD_SESSIONS) -> list[dict[str, Any]]:
     """The chat page under `sessions` users at once, per backend; a wrong answer stops it."""
-    from evals.load import PAPERS, run_load, session_problems
+    from evals.load import run_load, run_problems
     from rag.index import PaperIndex
     from rag.settings import LLMSettings, UISettings
     from ui.app import launch
@@ -399,11 +399,7 @@ def bench_load(sessions: int = LOAD_SESSIONS) -> list[dict[str, Any]]:
                 numbers, turns = run_load(f"http://127.0.0.1:{ui.port}/", backend, tracks, sessions)
             finally:
                 page.close()
-        problems = [
-            p
-            for name, session in zip(PAPERS[:sessions], turns, strict=True)
-            for p in session_problems(name, session, tracks)
-        ]
+        problems = run_problems(turns, tracks)
         if problems:
             raise SystemExit(f"load ({backend}): {len(problems)} wrong answers: {problems[:3]}")
         rows.append(numbers | {"concurrency": concurrency})

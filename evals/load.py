@@ -185,3 +185,11 @@ def session_problems(name: str, turns: list[Turn], tracks: dict[str, str]) -> li
     ):
         problems.append(f"{name}: 'of those' searched {of_those.searched!r}: {of_those.sources}")
     return problems
+
+
+def run_problems(turns: list[list[Turn]], tracks: dict[str, str]) -> list[str]:
+    """`session_problems` of every session of a `run_load`, in order."""
+    names = PAPERS[: len(turns)]
+    return [
+        p for name, t in zip(names, turns, strict=True) for p in session_problems(name, t, tracks)
+    ]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from evals.load import PAPERS, client, run_load, session_problems
+from evals.load import client, run_load, run_problems
 from rag.settings import LLMSettings, Settings, UISettings
 from ui.app import launch
 
@@ -55,11 +55,7 @@ def check_load(url: str, backend: str, tracks: dict[str, str]) -> dict[str, Any]
     (ARTIFACTS / f"load-{backend}.json").write_text(json.dumps(numbers, indent=1) + "\n")
     print(numbers)
     assert numbers["errors"] == 0 and numbers["questions"] == SESSIONS * 5, numbers
-    problems = [
-        p
-        for name, turns in zip(PAPERS[:SESSIONS], sessions, strict=True)
-        for p in session_problems(name, turns, tracks)
-    ]
+    problems = run_problems(sessions, tracks)
     assert not problems, problems[:5]
     return numbers
 
