@@ -19,7 +19,11 @@ evals/reports/bench-growth.png are rewritten from that file after every part):
   `chroma run` server: insert rate, query p50/p95, peak memory, disk;
 - load: 20 sessions of the chat page asking 5 questions each at once (evals/load.py), answered
   extractively and by an OpenAI-compatible endpoint streaming 20 tokens/s; every answer is
-  checked for another session's history or sources.
+  checked for another session's history or sources;
+- shared: two homes on one `chroma run` server, per size: the version check a question makes,
+  a cold read of the tables from the server (a home that did not ingest) and from the saved
+  copy, how long a running retriever takes to follow a one-paper ingest made from the other
+  home, and the server-side ingest lock.
 
 Sizes: 60 (corpus/), 1000 (the first 1,000 ICML 2026 papers), 5863 (ICML 2026),
 all (the three files of ../shared/corpora, about 13,000 papers).
@@ -49,7 +53,7 @@ WORK = PROJECT_ROOT / ".rag" / "bench"
 RESULTS = PROJECT_ROOT / "evals" / "reports" / "bench.json"
 MARKDOWN = PROJECT_ROOT / "evals" / "BENCHMARKS.md"
 PLOT = PROJECT_ROOT / "evals" / "reports" / "bench-growth.png"
-PARTS = ("ingest", "retrieval", "answer", "cold", "synthetic", "load")
+PARTS = ("ingest", "retrieval", "answer", "cold", "synthetic", "load", "shared")
 LOAD_SESSIONS = 20
 ANSWER_QUESTIONS = [
     "How much faster is FS-DFM?",
@@ -406,6 +410,100 @@ def bench_load(sessions: int = LOAD_SESSIONS) -> list[dict[str, Any]]:
     return rows
 
 
+# ---------------------------------------------------------------------- one server, two homes
+
+
+def bench_shared(sizes: Sequence[str]) -> list[dict[str, Any]]:
+    """Home A ingests into a `chroma run` server; home B, which never ingests, follows it."""
+    from rag.index import PaperIndex
+    from rag.retrieve import Retriever
+    from rag.settings import ChromaSettings
+    from rag.store import ServerLock, store_name
+
+    rows = []
+    for size in sizes:
+        root = WORK / f"shared-{size}"
+        root.mkdir(parents=True, exist_ok=True)
+        port = _free_port()
+        server = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("chroma")),
+                "run",
+                "--path",
+                str(root / "db"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+        )
+        try:
+            _wait_http(f"http://127.0.0.1:{port}/api/v2/heartbeat", 60, server)
+            chroma = ChromaSettings(host="127.0.0.1", port=port)
+            a = Settings(home=root / "a", chroma=chroma)
+            b = Settings(home=root / "b", chroma=chroma)
+            PaperIndex(a).ingest(size_paths(size), progress=False)  # unchanged on reruns
+            shutil.rmtree(b.home, ignore_errors=True)
+
+            index_b = PaperIndex(b)
+            checks = []
+            for _ in range(200):
+                t0 = time.perf_counter()
+                index_b.store_version()
+                checks.append((time.perf_counter() - t0) * 1000)
+
+            def cold(settings: Settings) -> float:
+                t0 = time.perf_counter()
+                Retriever(PaperIndex(settings)).refresh()
+                return round((time.perf_counter() - t0) * 1000, 1)
+
+            from_server, from_copy = cold(b), cold(a)
+            follower = Retriever(PaperIndex(b))
+            follower.refresh()
+            edit = root / "one-more.jsonl"
+            abstract = f"A paper added at {time.time():.0f} to time how pages follow an ingest. "
+            edit.write_text(json.dumps({"id": "bench-added", "abstract": abstract * 3}) + "\n")
+            t0 = time.perf_counter()
+            PaperIndex(a).ingest([edit], progress=False)
+            one_paper_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            follower.refresh()
+            follow_ms = (time.perf_counter() - t0) * 1000
+            if not any(p.abstract.startswith(abstract) for p in follower.papers.values()):
+                raise SystemExit("shared: the follower did not see the added paper")
+            edit.write_text("")
+            PaperIndex(a).ingest([edit], prune=True, progress=False)  # as it was
+
+            index_a = PaperIndex(a)
+            locks = []
+            for _ in range(10):
+                t0 = time.perf_counter()
+                lock = ServerLock(index_a.client, index_a.name, 30, store_name(a))
+                lock.acquire(timeout=5)
+                lock.release()
+                locks.append((time.perf_counter() - t0) * 1000)
+            rows.append(
+                {
+                    "size": size,
+                    "papers": len(follower.papers),
+                    "version_check_ms": _pct(checks),
+                    "cold_from_server_ms": from_server,
+                    "cold_from_saved_copy_ms": from_copy,
+                    "one_paper_ingest_s": round(one_paper_s, 2),
+                    "follow_ms": round(follow_ms, 1),
+                    "lock_ms": _pct(locks),
+                }
+            )
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        finally:
+            server.terminate()
+            server.wait(20)
+    return rows
+
+
 # ---------------------------------------------------------------------- synthetic vectors
 
 
@@ -676,6 +774,30 @@ def write_markdown(r: dict[str, Any]) -> None:
             "session's history (the run stops otherwise).",
             "",
         ]
+    if r.get("shared"):
+        lines += [
+            f"## Two homes on one Chroma server ({r['shared_meta']})",
+            "",
+            "| papers | version check p50 / p95 | cold tables from the server | from the saved "
+            "copy | one-paper ingest | the other home follows in | lock take + release p50 |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in r["shared"]:
+            lines.append(
+                f"| {row['papers']} | {_ms(row['version_check_ms'])} | "
+                f"{row['cold_from_server_ms']:g} ms | {row['cold_from_saved_copy_ms']:g} ms | "
+                f"{row['one_paper_ingest_s']:g} s | {row['follow_ms']:g} ms | "
+                f"{row['lock_ms']['p50']:g} ms |"
+            )
+        lines += [
+            "",
+            "Home A ingests into a `chroma run` server on 127.0.0.1; home B never ingests. "
+            "Every question asks the collection's version first (the check); when an ingest "
+            "moved it, the papers and BM25 are read again: from the store for a home that did "
+            "not write them (B), from its saved copy for the home that did (A). A running "
+            "retriever on B follows A's one-paper ingest in the time shown.",
+            "",
+        ]
     lines += ["![growth](reports/bench-growth.png)", ""]
     MARKDOWN.write_text("\n".join(lines))
 
@@ -794,6 +916,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             save_results(results)
 
         bench_synthetic(counts, stores, save_row)
+    if "shared" in parts:
+        results["shared"] = bench_shared(list(dict.fromkeys(["60", *sizes[-1:]])))
+        results["shared_meta"] = meta(f"--parts shared {size_arg}")
+        save_results(results)
     if "load" in parts:
         results["load"] = bench_load()
         results["load_meta"] = meta("--parts load")

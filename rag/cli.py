@@ -80,7 +80,8 @@ def ingest_main(argv: Sequence[str] | None = None) -> int:
     from chromadb.errors import ChromaError
 
     from rag.embed import EmbeddingModelError
-    from rag.index import IndexError_, PaperIndex, store_failure
+    from rag.index import IndexError_, PaperIndex
+    from rag.store import store_failure
 
     paths = args.paths or settings.corpus
     try:
@@ -143,8 +144,9 @@ def search_main(argv: Sequence[str] | None = None) -> int:
     from chromadb.errors import ChromaError
 
     from rag.embed import EmbeddingModelError
-    from rag.index import IndexError_, PaperIndex, store_failure
+    from rag.index import IndexError_, PaperIndex
     from rag.retrieve import Retriever
+    from rag.store import store_failure
 
     try:
         index = PaperIndex(settings)
@@ -211,8 +213,9 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
 
     from rag.answer import Answerer, Source, iter_answer_text
     from rag.embed import EmbeddingModelError
-    from rag.index import IndexError_, PaperIndex, store_failure
+    from rag.index import IndexError_, PaperIndex
     from rag.retrieve import Retriever
+    from rag.store import store_failure
 
     stream = not args.json and sys.stdout.isatty()
     try:

@@ -12,6 +12,8 @@ that must leave the store), then brings Chroma in step with the catalog, then BM
 Chroma. Each step can be killed at any point and the next ingest finishes the job: it
 re-embeds papers that are missing or incomplete in the store, removes those still listed
 for removal, and rebuilds BM25, whose state is withdrawn before the store is touched.
+Last, it writes the collection's version (VERSION_KEY), which the question side compares
+before each question to notice ingests made from other processes and machines.
 
 A paper's chunks carry all of its metadata, and chunk 0 also its whole abstract, so the
 question side needs nothing but the Chroma collection.
@@ -23,7 +25,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import sqlite3
 import sys
@@ -40,6 +41,20 @@ from rag.embed import load_embedding, load_tokenizer, model_identity
 from rag.faults import checkpoint
 from rag.integrity import check_sqlite, check_store
 from rag.settings import PROJECT_ROOT, Settings, fingerprint
+from rag.store import (
+    DAMAGE_SIGNS,
+    REPAIR,
+    IndexBusy,
+    IndexDamaged,
+    IndexError_,
+    ServerLock,
+    StoreTimeout,
+    StoreUnavailable,
+    damaged_store,
+    make_client,
+    store_name,
+    timed_out,
+)
 from rag.topics import Topics
 
 if TYPE_CHECKING:
@@ -51,27 +66,13 @@ if TYPE_CHECKING:
 # Bump when the text given to the embedding model, or the chunk layout, changes shape.
 TEXT_FORMAT_VERSION = 1
 LIST_SEP = "; "
-REPAIR = "python -m rag.ingest --repair"
 # Saved with the BM25 index: every paper's chunk-0 metadata, for a fast cold start.
 PAPERS_FILE = "papers.json"
+# The collection's metadata key that every ingest advances, written last: a hash of every
+# chunk's id and content, so processes that did not ingest see that the store moved.
+VERSION_KEY = "rag_version"
 
 log = logging.getLogger(__name__)
-
-
-class IndexError_(RuntimeError):
-    """Base of index errors that a command reports without a traceback."""
-
-
-class IndexBusy(IndexError_):
-    """Another ingest holds the lock on this RAG_HOME."""
-
-
-class StoreUnavailable(IndexError_):
-    """The Chroma store cannot be reached or opened."""
-
-
-class IndexDamaged(IndexError_):
-    """A file of the index folder is damaged; `ingest --repair` moves it aside and rebuilds."""
 
 
 @dataclass
@@ -119,6 +120,16 @@ class IngestSummary:
 
 
 @dataclass(frozen=True)
+class Snapshot:
+    """What questions read of one version of the store besides its vectors (PaperIndex.snapshot)."""
+
+    version: str
+    papers: list[Paper]
+    content: dict[str, str]  # paper id -> content hash, which its chunks' metadata carries
+    bm25: Any  # a bm25s.BM25 over every chunk, or None for an empty store
+
+
+@dataclass(frozen=True)
 class Hit:
     """A paper found by a search, with its best-matching passage."""
 
@@ -137,64 +148,6 @@ def collection_name(settings: Settings) -> str:
         "text": TEXT_FORMAT_VERSION,
     }
     return f"{settings.chroma.collection_prefix}_{fingerprint(shape)}"
-
-
-def make_client(settings: Settings) -> ClientAPI:
-    import chromadb
-    from chromadb.config import Settings as ChromaConfig
-
-    config = ChromaConfig(anonymized_telemetry=False, allow_reset=False)
-    try:
-        if settings.chroma.host:
-            return chromadb.HttpClient(
-                host=settings.chroma.host,
-                port=settings.chroma.port,
-                ssl=settings.chroma.ssl,
-                settings=config,
-            )
-        path = settings.home / "chroma"
-        path.mkdir(parents=True, exist_ok=True)
-        return chromadb.PersistentClient(path=str(path), settings=config)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    # chromadb raises bare ValueError/ConnectionError variants, and its Rust core may panic
-    # (pyo3's PanicException derives from BaseException).
-    except BaseException as err:
-        if not settings.chroma.host and _DAMAGE_SIGNS.search(str(err)):
-            raise damaged_store(settings.home, str(err)) from err
-        raise StoreUnavailable(f"cannot open {store_name(settings)}: {err}") from err
-
-
-def store_name(settings: Settings) -> str:
-    """The store as error messages name it."""
-    if settings.chroma.host:
-        return f"the Chroma server at {settings.chroma.host}:{settings.chroma.port}"
-    return f"the Chroma store in {settings.home / 'chroma'}"
-
-
-# What SQLite says of damage the quick start-up checks do not look for.
-_DAMAGE_SIGNS = re.compile(r"malformed|not a database|file is not a database", re.IGNORECASE)
-
-
-def store_failure(settings: Settings, err: Exception) -> IndexError_:
-    """A chromadb error met while using the store, as an error a command reports plainly."""
-    if settings.chroma.host:
-        where = f"{settings.chroma.host}:{settings.chroma.port}"
-        return StoreUnavailable(f"the Chroma server at {where} failed: {err}")
-    return damaged_store(settings.home, f"chromadb failed with: {err}")
-
-
-def damaged_store(home: Path, why: str) -> IndexDamaged:
-    busy = ""
-    if _lock_held(home):
-        busy = " (an ingest is running on this folder: if it says so again once it ends,"
-        busy += " repair it)"
-    return IndexDamaged(
-        f"the Chroma store in {home / 'chroma'} is damaged: {why}{busy}. "
-        f"Repair it with `{REPAIR}`: it moves the damaged store to "
-        f"{home / 'broken-<time>'} (nothing is deleted) and rebuilds the "
-        "index from the catalog and the source files."
-    )
 
 
 def _flat(paper: Paper, chunk: int, n_chunks: int, content_hash: str) -> dict[str, Any]:
@@ -270,6 +223,10 @@ class PaperIndex:
         self._client = client
         self._collection: Collection | None = None
         self._splitter: Any = None
+        # After a request timed out, questions fail at once for one more timeout: a page
+        # whose users queue behind a silent server tells each of them in seconds, not minutes.
+        self._quiet_until = 0.0
+        self._server_lock: ServerLock | None = None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -278,7 +235,11 @@ class PaperIndex:
         if self._client is None:
             if not self.settings.chroma.host:
                 self.check_store()
-            self._client = make_client(self.settings)
+            try:
+                self._client = make_client(self.settings)
+            except StoreTimeout:
+                self._quiet_until = time.monotonic() + self.settings.chroma.timeout
+                raise
         return self._client
 
     def check_store(self, thorough: bool = False) -> None:
@@ -290,9 +251,15 @@ class PaperIndex:
     @property
     def collection(self) -> Collection:
         if self._collection is None:
-            client = self.client  # raises its own StoreUnavailable
+            self._collection = self._open_collection()
+        return self._collection
+
+    def _open_collection(self) -> Collection:
+        """The collection, looked up (or created) on the store: one request to a server."""
+        client = self.client  # raises its own StoreUnavailable
+        with self.reaching_store():
             try:
-                self._collection = client.get_or_create_collection(
+                return client.get_or_create_collection(
                     self.name,
                     embedding_function=None,  # we always pass vectors; the default downloads
                     metadata={
@@ -306,12 +273,45 @@ class PaperIndex:
             except IndexError_:
                 raise
             except BaseException as err:  # as in make_client: errors and Rust panics
-                if not self.settings.chroma.host and _DAMAGE_SIGNS.search(str(err)):
+                if _transport_error(err):
+                    raise  # reaching_store says the server cannot be reached
+                if not self.settings.chroma.host and DAMAGE_SIGNS.search(str(err)):
                     raise damaged_store(self.settings.home, str(err)) from err
                 raise StoreUnavailable(
                     f"cannot open collection {self.name} in {store_name(self.settings)}: {err}"
                 ) from err
-        return self._collection
+
+    def _current_collection(self) -> Collection:
+        """The collection as the store has it now, read without writing (an embedded
+        store's get-or-create takes the write lock an ingest in another process holds)."""
+        from chromadb.errors import NotFoundError
+
+        client = self.client
+        with self.reaching_store():
+            try:
+                return client.get_collection(self.name, embedding_function=None)
+            except NotFoundError:
+                pass  # created below: an empty index
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as err:
+                if _transport_error(err):
+                    raise
+                # anything else is diagnosed (damage, a Rust panic) where it is opened
+        return self._open_collection()
+
+    def store_version(self) -> str:
+        """The version the last finished ingest wrote on the collection ("" before one did).
+
+        One small request; questions ask it first, so it is also where a server that has
+        just timed out is reported without waiting again.
+        """
+        if time.monotonic() < self._quiet_until:
+            raise timed_out(self.settings)
+        fresh = self._current_collection()
+        if self._collection is None or self._collection.id != fresh.id:
+            self._collection = fresh  # kept otherwise: retrievers built on the handle stay
+        return str((fresh.metadata or {}).get(VERSION_KEY, ""))
 
     @contextmanager
     def reaching_store(self) -> Iterator[None]:
@@ -325,6 +325,13 @@ class PaperIndex:
 
         try:
             yield
+        except StoreTimeout:
+            self._quiet_until = time.monotonic() + self.settings.chroma.timeout
+            raise
+        except httpx.TimeoutException as err:
+            self._collection = None
+            self._quiet_until = time.monotonic() + self.settings.chroma.timeout
+            raise timed_out(self.settings) from err
         except (httpx.TransportError, ConnectionError, NotFoundError) as err:
             self._collection = None
             raise StoreUnavailable(
@@ -413,8 +420,13 @@ class PaperIndex:
         got = self.collection.get(include=["metadatas"])
         for cid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
             pid = str(meta.get("paper_id", cid.split("#")[0]))
-            entry = state.setdefault(pid, {"ids": [], "hashes": set(), "content": set()})
+            entry = state.setdefault(
+                pid, {"ids": [], "hashes": set(), "content": set(), "files": set()}
+            )
             entry["ids"].append(cid)
+            entry["files"].update(
+                s.rsplit(":", 1)[0] for s in str(meta.get("sources") or "").split(LIST_SEP) if s
+            )
             entry["hashes"].add(meta.get("embed_hash"))
             entry["content"].add(meta.get("content_hash"))
             entry["n"] = int(str(meta.get("n_chunks") or 0))
@@ -472,9 +484,22 @@ class PaperIndex:
             if not self.settings.chroma.host and self._client is None:
                 self.check_store(thorough=True)
             self._check_catalog()
-            summary = self._ingest_locked(paths, prune, progress, on_progress)
+            with self.reaching_store():
+                if self.settings.chroma.host:
+                    self._server_lock = ServerLock(
+                        self.client,
+                        self.name,
+                        self.settings.chroma.lock_ttl,
+                        store_name(self.settings),
+                    )
+                    self._server_lock.acquire(self.settings.ingest.lock_timeout)
+                    checkpoint("ingest.server_locked")
+                summary = self._ingest_locked(paths, prune, progress, on_progress)
             summary.repaired = repaired
         finally:
+            if self._server_lock is not None:
+                self._server_lock.release()
+                self._server_lock = None
             lock.release()
         summary.seconds = time.perf_counter() - started
         return summary
@@ -504,6 +529,7 @@ class PaperIndex:
                 seen.setdefault(source_file(rec), set()).add(record_key(rec))
             for path in result.files:
                 seen.setdefault(source_name(path, PROJECT_ROOT), set())
+            known_files = catalog.files() | set(seen)
             covered = self._covered_files(paths, catalog.files())
             stale_keys = {f: catalog.keys(f) - seen.get(f, set()) for f in covered | set(seen)}
             catalog.upsert(result.papers)
@@ -518,16 +544,23 @@ class PaperIndex:
             aliases = {a for p in papers for a in p.aliases}
             # Stored papers that are not wanted: re-keyed (now an alias of a merged paper)
             # always go; others only when pruning, since another source may still be
-            # ingested later. They are recorded with the catalog, so that a run killed
-            # before deleting them all is finished by the next run, --prune or not.
+            # ingested later, and only if they came from files this catalog knows (on a
+            # shared server, other machines' papers are not this run's to remove). They are
+            # recorded with the catalog, so that a run killed before deleting them all is
+            # finished by the next run, --prune or not.
             catalog.add_removals(
-                pid for pid in state if pid not in wanted and (prune or pid in aliases)
+                pid
+                for pid in state
+                if pid not in wanted
+                and (pid in aliases or (prune and state[pid]["files"] <= known_files))
             )
             catalog.commit()
             checkpoint("catalog.committed")
             gone = sorted(pid for pid in catalog.removals() if pid not in wanted)
             self._sync(papers, state, gone, summary, progress, on_progress)
-            self.refresh_bm25()
+            count, version = self._store_fingerprint()
+            self._refresh_bm25(count, version)
+            self._write_version(version)
             if self.settings.search.topic_check:
                 # Embeds the topic background once, so that no question waits for it.
                 Topics.load(
@@ -640,6 +673,7 @@ class PaperIndex:
 
         gone = [pid for pid in gone if pid in state]
         if gone or to_update or to_embed:
+            self._check_server_lock()
             self._withdraw_bm25()
         if gone:
             self.collection.delete(ids=[cid for pid in gone for cid in state[pid]["ids"]])
@@ -648,6 +682,7 @@ class PaperIndex:
 
         if to_update:
             for batch in _batches(to_update, self.settings.ingest.write_batch_chunks):
+                self._check_server_lock()
                 self.collection.update(
                     ids=[n.node_id for n in batch], metadatas=[_store_meta(n) for n in batch]
                 )
@@ -693,6 +728,7 @@ class PaperIndex:
                 # A kill between the delete and the add leaves these papers absent from the
                 # store, and the next run embeds them as new.
                 old = [cid for p, _ in batch for cid in state.get(p.id, {}).get("ids", [])]
+                self._check_server_lock()
                 if old:
                     self.collection.delete(ids=old)
                     checkpoint("store.deleted")
@@ -730,7 +766,7 @@ class PaperIndex:
     def _store_fingerprint(self) -> tuple[int, str]:
         got = self.collection.get(include=["metadatas"])
         pairs = sorted(
-            f"{cid}:{m.get('embed_hash')}"
+            f"{cid}:{m.get('embed_hash')}:{m.get('content_hash')}"
             for cid, m in zip(got["ids"], got["metadatas"] or [], strict=True)
         )
         return len(pairs), _hash(pairs)
@@ -754,14 +790,33 @@ class PaperIndex:
         """The store is about to change: the persisted BM25 must not claim to match it."""
         (self.bm25_dir / "state.json").unlink(missing_ok=True)
 
+    def _check_server_lock(self) -> None:
+        if self._server_lock is not None:
+            self._server_lock.check()
+
+    def _write_version(self, version: str) -> None:
+        """Advance the collection's version to what the store now holds; the last write."""
+        collection = self._open_collection()
+        meta = dict(collection.metadata or {})
+        if meta.get(VERSION_KEY) == version:
+            return
+        self._check_server_lock()
+        # Chroma replaces the whole metadata, and refuses to be handed the distance again
+        # (it stays in the collection's configuration).
+        meta = {k: v for k, v in meta.items() if not k.startswith("hnsw:")}
+        collection.modify(metadata={**meta, VERSION_KEY: version})
+        checkpoint("store.versioned")
+
     def refresh_bm25(self) -> bool:
         """Rebuild the persisted BM25 index when it is missing or out of step with Chroma.
 
         Called by ingest under its lock; returns whether it rebuilt.
         """
+        return self._refresh_bm25(*self._store_fingerprint())
+
+    def _refresh_bm25(self, count: int, fp: str) -> bool:
         for leftover in (".tmp", ".old"):  # from a run killed while swapping
             shutil.rmtree(self.bm25_dir.with_name(self.bm25_dir.name + leftover), True)
-        count, fp = self._store_fingerprint()
         state = self._bm25_state(verify=True)
         if (
             state
@@ -772,7 +827,20 @@ class PaperIndex:
         self._write_bm25(count, fp)
         return True
 
-    def _papers_snapshot(self) -> list[Paper] | None:
+    def _saved_state(self, version: str) -> dict[str, Any] | None:
+        """The BM25 index and paper list saved in this RAG_HOME, if they are of the store's
+        current content: written for this version (when the collection has one; another
+        machine's ingest moves it) and for as many chunks as the store holds."""
+        state = self._bm25_state()
+        if not state or PAPERS_FILE not in state["files"]:
+            return None
+        if version and state["fingerprint"] != version:
+            return None
+        if state["count"] != self.count_chunks():
+            return None
+        return state
+
+    def _papers_snapshot(self, version: str | None = None) -> list[Paper] | None:
         """Every paper from the copy of chunk-0 metadata saved with the BM25 index.
 
         Reading 13,000 papers' metadata back from Chroma takes seconds on every cold start
@@ -780,17 +848,70 @@ class PaperIndex:
         trusted on the same terms as the BM25 index beside it: ingest withdraws both before
         it touches the store and writes both once the store is in step.
         """
-        state = self._bm25_state()
-        if not state or PAPERS_FILE not in state["files"]:
-            return None
-        if state["count"] != self.count_chunks():
+        metas = self._saved_metas(self.store_version() if version is None else version)
+        return None if metas is None else [paper_from_metadata(m) for m in metas]
+
+    def _saved_metas(self, version: str) -> list[dict[str, Any]] | None:
+        if self._saved_state(version) is None:
             return None
         try:
             metas = json.loads((self.bm25_dir / PAPERS_FILE).read_text(encoding="utf-8"))
-            return [paper_from_metadata(m) for m in metas]
+            for m in metas:
+                paper_from_metadata(m)  # all readable, or none used
+            return list(metas)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             log.warning("the paper list in %s cannot be read (%s)", self.bm25_dir, err)
             return None
+
+    def snapshot(self, version: str | None = None) -> Snapshot:
+        """One version of what questions read besides the vectors: every paper, each one's
+        content hash and the BM25 index, from the copy this RAG_HOME saved when it is of
+        the store's current content, else read from the store in one request.
+
+        `version` is the collection's version read before this call: asked first, a change
+        that lands while the snapshot is read moves it again and is picked up next time.
+        """
+        import bm25s
+
+        version = self.store_version() if version is None else version
+        metas = self._saved_metas(version)
+        bm25 = None
+        if metas is not None and metas:
+            try:
+                bm25 = bm25s.BM25.load(str(self.bm25_dir), load_corpus=True, show_progress=False)
+            except Exception as err:  # damaged inside, at the right size: read the store
+                log.warning("the BM25 index in %s cannot be loaded (%s)", self.bm25_dir, err)
+                metas = None
+        if metas is None:
+            saved = self._bm25_state()
+            ingested_here = (self.settings.home / "catalog.sqlite").exists()
+            if not ingested_here or (saved and version and saved["fingerprint"] != version):
+                log.info(
+                    "the collection was changed by another RAG_HOME's ingest (or this one never "
+                    "ingested): reading it from %s",
+                    store_name(self.settings),
+                )
+            else:
+                log.warning(
+                    "the BM25 index in %s is missing, damaged or out of date; rebuilt in "
+                    "memory (`python -m rag.ingest` saves it again)",
+                    self.bm25_dir,
+                )
+            metas = []
+            nodes = self._bm25_nodes(metas)
+            if nodes:
+                from llama_index.retrievers.bm25 import BM25Retriever
+
+                built = BM25Retriever.from_defaults(nodes=nodes)
+                built.bm25.corpus = built.corpus  # as a loaded index has it: results map to nodes
+                bm25 = built.bm25
+        metas.sort(key=lambda m: str(m.get("paper_id")))
+        return Snapshot(
+            version=version,
+            papers=[paper_from_metadata(m) for m in metas],
+            content={str(m["paper_id"]): str(m.get("content_hash", "")) for m in metas},
+            bm25=bm25,
+        )
 
     def _bm25_nodes(self, chunk0: list[dict[str, Any]] | None = None) -> list[BaseNode]:
         """Light nodes (id, paper id, embedded text) so the persisted corpus stays small.
@@ -849,28 +970,8 @@ class PaperIndex:
         shutil.rmtree(old, ignore_errors=True)
 
     def load_bm25(self) -> Any:
-        """The persisted bm25s index, rebuilt in memory if it lags behind the store."""
-        import bm25s
-
-        count = self.count_chunks()
-        if count == 0:
-            return None
-        state = self._bm25_state()
-        if state and state["count"] == count:
-            try:
-                return bm25s.BM25.load(str(self.bm25_dir), load_corpus=True, show_progress=False)
-            except Exception as err:  # damaged inside, at the right size: rebuild below
-                log.warning("the BM25 index in %s cannot be loaded (%s)", self.bm25_dir, err)
-        log.warning(
-            "the BM25 index in %s is missing, damaged or out of date; rebuilt in memory "
-            "(`python -m rag.ingest` saves it again)",
-            self.bm25_dir,
-        )
-        from llama_index.retrievers.bm25 import BM25Retriever
-
-        built = BM25Retriever.from_defaults(nodes=self._bm25_nodes())
-        built.bm25.corpus = built.corpus  # as a loaded index has it: results map to nodes
-        return built.bm25
+        """The BM25 index of the store's current content (None when the store is empty)."""
+        return self.snapshot().bm25
 
     # ------------------------------------------------------------------ dense search
 
@@ -907,6 +1008,13 @@ class PaperIndex:
         ]
 
 
+def _transport_error(err: BaseException) -> bool:
+    import httpx
+    from chromadb.errors import NotFoundError
+
+    return isinstance(err, (httpx.TransportError, ConnectionError, NotFoundError))
+
+
 def _store_meta(node: TextNode) -> dict[str, Any]:
     from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
@@ -936,20 +1044,6 @@ def _file_hash(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _lock_held(home: Path) -> bool:
-    from filelock import FileLock, Timeout
-
-    if not (home / "ingest.lock").exists():
-        return False
-    lock = FileLock(str(home / "ingest.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except (Timeout, OSError):
-        return True
-    lock.release()
-    return False
 
 
 def _read_owner(home: Path) -> str:

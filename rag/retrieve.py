@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from rag.corpus import STOPWORDS, Paper, fold
-from rag.index import Hit, PaperIndex
+from rag.index import Hit, PaperIndex, Snapshot
 from rag.topics import Topics
 
 # BM25 at half weight: measured on evals/questions.jsonl, it keeps method and numeric
@@ -259,32 +260,84 @@ def _contains(haystack: list[str], needle: list[str]) -> int:
     return -1
 
 
+@dataclass
+class _Tables:
+    """What retrieval reads of one version of the store, built from one PaperIndex snapshot.
+
+    The lazily filled caches at the end belong to the version too.
+    """
+
+    version: str = ""
+    content: dict[str, str] = field(default_factory=dict)  # paper id -> content hash
+    papers: dict[str, Paper] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
+    authors: dict[str, list[str]] = field(default_factory=dict)  # folded full name -> ids
+    surnames: dict[str, set[str]] = field(default_factory=dict)  # last token -> full names
+    author_tokens: dict[str, set[str]] = field(default_factory=dict)  # any token -> names
+    track_parts: list[tuple[str, list[list[str]]]] = field(default_factory=list)
+    names: dict[str, list[str]] = field(default_factory=dict)  # coined name / short title
+    tracks: dict[str, list[str]] = field(default_factory=dict)  # track -> paper ids
+    capitalised: dict[str, set[str]] = field(default_factory=dict)  # "IPVRM" -> paper ids
+    bm25: Any = None
+    all_text: str | None = None  # every title and abstract, lower-cased
+    # "guidance" -> {"Guidance"} (of "Guidance: ..."), "model" -> {"MODEL"} (coined)
+    spellings: dict[str, set[str]] = field(default_factory=dict)
+    ordinary: dict[str, bool] = field(default_factory=dict)
+    word_counts: dict[str, int] = field(default_factory=dict)
+
+
+T = TypeVar("T")
+
+
+class _Versioned(Generic[T]):
+    """A Retriever attribute read from the tables the current question answers from."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = name.lstrip("_")
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> T:
+        return cast(T, getattr(obj._tables_now(), self.field))
+
+    def __set__(self, obj: Any, value: T) -> None:
+        setattr(obj._tables_now(), self.field, value)
+
+
 class Retriever:
-    """Retrieval over one PaperIndex; loads its tables once and is safe to share."""
+    """Retrieval over one PaperIndex; loads its tables once and is safe to share.
+
+    Each question first asks the store's version (one small request) and, when an ingest
+    here or on another machine moved it, reads the new tables before it answers. A question
+    reads one version's tables from start to end, even if another thread swaps them
+    meanwhile; dense hits whose chunk is of other content than those tables are dropped,
+    so vectors of one version never come with the text of another.
+    """
+
+    papers = _Versioned[dict[str, Paper]]()
+    _aliases = _Versioned[dict[str, str]]()
+    _authors = _Versioned[dict[str, list[str]]]()
+    _surnames = _Versioned[dict[str, set[str]]]()
+    _author_tokens = _Versioned[dict[str, set[str]]]()
+    _track_parts = _Versioned[list[tuple[str, list[list[str]]]]]()
+    _names = _Versioned[dict[str, list[str]]]()
+    _tracks = _Versioned[dict[str, list[str]]]()
+    _capitalised = _Versioned[dict[str, set[str]]]()
+    _bm25 = _Versioned[Any]()
+    _all_text = _Versioned[str | None]()
+    _spellings = _Versioned[dict[str, set[str]]]()
+    _ordinary = _Versioned[dict[str, bool]]()
+    _word_counts = _Versioned[dict[str, int]]()
+    _content = _Versioned[dict[str, str]]()
 
     def __init__(self, index: PaperIndex) -> None:
         self.index = index
-        self._lock = threading.Lock()
-        self._loaded = False
-        self.papers: dict[str, Paper] = {}
-        self._aliases: dict[str, str] = {}
-        self._authors: dict[str, list[str]] = {}  # folded full name -> paper ids
-        self._surnames: dict[str, set[str]] = {}  # folded last token -> folded full names
-        self._author_tokens: dict[str, set[str]] = {}  # any folded token -> full names
-        self._track_parts: list[tuple[str, list[list[str]]]] = []
-        self._names: dict[str, list[str]] = {}  # folded coined name / short title -> ids
-        self._tracks: dict[str, list[str]] = {}  # track -> paper ids
-        self._capitalised: dict[str, set[str]] = {}  # "Stochastax", "IPVRM" -> paper ids
-        self._bm25: Any = None
+        self._lock = threading.Lock()  # the lazily filled caches
+        self._loading = threading.Lock()  # one thread reads a new version; others wait
+        self._tables: _Tables | None = None
+        self._pinned = threading.local()
         self._vector_index: Any = None
         self._vector_collection: Any = None  # the collection handle _vector_index reads
         self._vector_model: Any = None
         self._topics: Topics | None = None
-        self._all_text: str | None = None  # every title and abstract, lower-cased
-        # "guidance" -> {"Guidance"} (of "Guidance: ..."), "model" -> {"MODEL"} (coined)
-        self._spellings: dict[str, set[str]] = {}
-        self._ordinary: dict[str, bool] = {}
-        self._word_counts: dict[str, int] = {}
 
     @property
     def topics(self) -> Topics:
@@ -299,53 +352,83 @@ class Retriever:
 
     # ------------------------------------------------------------------ loading
 
+    def _tables_now(self) -> _Tables:
+        pinned: _Tables | None = getattr(self._pinned, "tables", None)
+        if pinned is not None:
+            return pinned
+        if self._tables is None:
+            self.refresh()
+        assert self._tables is not None
+        return self._tables
+
+    @contextmanager
+    def _answering(self) -> Iterator[None]:
+        """This thread reads the current tables until the block ends, whatever happens."""
+        before = getattr(self._pinned, "tables", None)
+        self._pinned.tables = self._tables_now()
+        try:
+            yield
+        finally:
+            self._pinned.tables = before
+
+    @property
+    def version(self) -> str:
+        """The store version the loaded tables are of."""
+        return self._tables_now().version
+
+    @property
+    def loaded(self) -> bool:
+        """Whether tables of some version are loaded (possibly older than the store's)."""
+        return self._tables is not None
+
     def reload(self) -> None:
-        """Forget loaded tables; the next question sees what ingest changed."""
-        with self._lock:
-            self._loaded = False
-            self.papers, self._aliases, self._authors = {}, {}, {}
-            self._surnames, self._author_tokens, self._names = {}, {}, {}
-            self._capitalised = {}
-            self._all_text = None
-            self._spellings, self._ordinary, self._word_counts = {}, {}, {}
-            self._tracks, self._track_parts = {}, []
-            self._bm25 = None
+        """Forget loaded tables; the next question reads them again."""
+        self._tables = None
 
     def load(self) -> None:
-        with self._lock:
-            if self._loaded:
-                return
-            # Both reads first: a store lost half way must not leave tables half filled.
-            papers = self.index.papers()
-            bm25 = self.index.load_bm25()
-            for p in papers:
-                self.papers[p.id] = p
-                for alias in p.aliases:
-                    self._aliases[alias] = p.id
-                for name in p.authors:
-                    key = _phrase(name)
-                    self._authors.setdefault(key, []).append(p.id)
-                    if key:
-                        self._surnames.setdefault(key.split()[-1], set()).add(key)
-                        for tok in key.split():
-                            self._author_tokens.setdefault(tok, set()).add(key)
-                self._tracks.setdefault(p.track, []).append(p.id)
-                if is_position_paper(p):
-                    self._tracks.setdefault(POSITION_TRACK, []).append(p.id)
-                for name, spelled in self._names_of(p):
-                    ids = self._names.setdefault(name, [])
-                    if p.id not in ids:
-                        ids.append(p.id)
-                    self._spellings.setdefault(name, set()).add(spelled)
-                for tok in set(_CAPITALISED.findall(f"{p.title} {p.abstract}")):
-                    self._capitalised.setdefault(tok, set()).add(p.id)
-            for track in self._tracks:
-                if track:
-                    area, _, sub = track.partition(" · ")
-                    parts = [p for p in (_tokens(track), _tokens(area), _tokens(sub)) if p]
-                    self._track_parts.append((track, parts))
-            self._bm25 = bm25
-            self._loaded = True
+        """Read the tables if none are loaded (without asking whether the store moved)."""
+        self._tables_now()
+
+    def refresh(self) -> bool:
+        """Bring the tables in step with the store; returns whether they were read again."""
+        version = self.index.store_version()
+        if self._tables is not None and self._tables.version == version:
+            return False
+        with self._loading:
+            if self._tables is not None and self._tables.version == version:
+                return False  # another thread read it meanwhile
+            self._tables = self._build(self.index.snapshot(version))
+        return True
+
+    def _build(self, snapshot: Snapshot) -> _Tables:
+        t = _Tables(version=snapshot.version, content=snapshot.content, bm25=snapshot.bm25)
+        for p in snapshot.papers:
+            t.papers[p.id] = p
+            for alias in p.aliases:
+                t.aliases[alias] = p.id
+            for name in p.authors:
+                key = _phrase(name)
+                t.authors.setdefault(key, []).append(p.id)
+                if key:
+                    t.surnames.setdefault(key.split()[-1], set()).add(key)
+                    for tok in key.split():
+                        t.author_tokens.setdefault(tok, set()).add(key)
+            t.tracks.setdefault(p.track, []).append(p.id)
+            if is_position_paper(p):
+                t.tracks.setdefault(POSITION_TRACK, []).append(p.id)
+            for name, spelled in self._names_of(p):
+                ids = t.names.setdefault(name, [])
+                if p.id not in ids:
+                    ids.append(p.id)
+                t.spellings.setdefault(name, set()).add(spelled)
+            for tok in set(_CAPITALISED.findall(f"{p.title} {p.abstract}")):
+                t.capitalised.setdefault(tok, set()).add(p.id)
+        for track in t.tracks:
+            if track:
+                area, _, sub = track.partition(" · ")
+                parts = [p for p in (_tokens(track), _tokens(area), _tokens(sub)) if p]
+                t.track_parts.append((track, parts))
+        return t
 
     @staticmethod
     def _names_of(p: Paper) -> Iterable[tuple[str, str]]:
@@ -484,7 +567,20 @@ class Retriever:
         filters), `within` to given paper ids (a follow-up about earlier results); `mode` is
         hybrid, dense or bm25 (the last two are the baselines)."""
         started = time.perf_counter()
-        self.load()
+        self.refresh()
+        with self._answering():
+            return self._retrieve_in(query, k, author, track, mode, within, started)
+
+    def _retrieve_in(
+        self,
+        query: str,
+        k: int,
+        author: str | None,
+        track: str | None,
+        mode: str,
+        within: set[str] | None,
+        started: float,
+    ) -> Retrieval:
         if within is not None:
             within = {self.resolve(pid) for pid in within} & set(self.papers)
             if not within:
@@ -783,9 +879,12 @@ class Retriever:
             retriever = self.vector_index.as_retriever(similarity_top_k=depth, filters=filters)
             # The question's vector is passed in: the topic check uses it too.
             nodes = retriever.retrieve(QueryBundle(query_str=query, embedding=vector))
+        content = self._content
         return _best_per_paper(
             (str(n.node.metadata["paper_id"]), float(n.score or 0.0), n.node.get_content())
             for n in nodes
+            # Of the content these tables know: an ingest may have moved the store since.
+            if content.get(str(n.node.metadata["paper_id"])) == n.node.metadata.get("content_hash")
         )
 
     def _sparse(

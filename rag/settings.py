@@ -91,6 +91,20 @@ class ChromaSettings(_Section):
         pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,40}$",
         description="Prefix of the collection name; the rest is a hash of model and chunking.",
     )
+    timeout: float = Field(
+        default=5.0,
+        gt=0,
+        le=600,
+        description="Seconds any request to the Chroma server may take (connect, read, write); "
+        "a server that does not answer in time is reported as unreachable.",
+    )
+    lock_ttl: float = Field(
+        default=30.0,
+        ge=1,
+        le=3600,
+        description="Seconds an ingest's lock on the Chroma server lasts unless renewed (every "
+        "third of it while the ingest runs); a killed ingest's lock is taken over after this.",
+    )
 
 
 class IngestSettings(_Section):
@@ -219,6 +233,13 @@ class UISettings(_Section):
     )
     max_upload_mb: float = Field(
         default=50.0, gt=0, le=2048, description="Largest file the page accepts for upload."
+    )
+    refresh: float = Field(
+        default=5.0,
+        ge=0,
+        le=3600,
+        description="Seconds between the page's checks, in the background, for changes another "
+        "process or machine made to the index (0: only when a question is asked).",
     )
 
 

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -208,6 +209,75 @@ def seed_settings(seed_home: Path, tmp_path: Path) -> Settings:
     home = tmp_path / "home"
     shutil.copytree(seed_home, home)
     return Settings(home=home)
+
+
+class ChromaServer:
+    """`chroma run` on a fixed port and data folder, that can be stopped and started."""
+
+    def __init__(self, path: Path, port: int) -> None:
+        self.path, self.port = path, port
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = path.parent / "chroma-server.log"
+
+    def start(self) -> None:
+        exe = Path(sys.executable).with_name("chroma")
+        args = ["run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)]
+        with self.log.open("a") as log:
+            self.proc = subprocess.Popen(
+                [str(exe), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                url = f"http://127.0.0.1:{self.port}/api/v2/heartbeat"
+                urllib.request.urlopen(url, timeout=1).read()
+                return
+            except OSError as err:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"chroma run did not start: {self.log.read_text()}") from err
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+class SilentServer:
+    """Accepts connections on 127.0.0.1 and never sends a byte back."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(64)
+        self.port = port
+        self.held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+        self._thread.join(timeout=5)
 
 
 @pytest.fixture(scope="session")

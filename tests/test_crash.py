@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from rag.catalog import Catalog
-from rag.index import PaperIndex, _lock_held
+from rag.index import PaperIndex
 from rag.retrieve import Retriever
 from rag.settings import IngestSettings, Settings
+from rag.store import lock_held
 
 from .conftest import CORPUS, FAKE_EMBED, FAKE_ENV, run_cli
 from .test_index import assert_consistent
@@ -194,7 +195,7 @@ def _kill_and_recover(case: Case, scenario: str, point: str, embed: dict[str, st
         **({"embed": FAKE_EMBED} if fake else {}),
     )
     _left(scenario, point, PaperIndex(settings))
-    assert not _lock_held(case.home)  # flock died with its holder; ingest.owner is stale
+    assert not lock_held(case.home)  # flock died with its holder; ingest.owner is stale
     assert (case.home / "ingest.owner").exists()
 
     index = PaperIndex(settings)

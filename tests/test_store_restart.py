@@ -6,12 +6,7 @@ started again on the same port with the same data while the same objects stay al
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,52 +19,11 @@ from rag.retrieve import Retriever
 from rag.settings import ChromaSettings, LLMSettings, Settings, UISettings
 from ui.app import launch
 
-from .conftest import FAKE_EMBED, FAKE_ENV, free_port, run_cli
+from .conftest import FAKE_EMBED, FAKE_ENV, ChromaServer, free_port, run_cli
 
 pytestmark = pytest.mark.slow  # real `chroma run` servers
 
 QUESTION = "Which papers use sparse autoencoders?"
-
-
-class ChromaServer:
-    """`chroma run` on a fixed port and data folder, that can be stopped and started."""
-
-    def __init__(self, path: Path, port: int) -> None:
-        self.path, self.port = path, port
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = path.parent / "chroma-server.log"
-
-    def start(self) -> None:
-        exe = Path(sys.executable).with_name("chroma")
-        args = ["run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)]
-        with self.log.open("a") as log:
-            self.proc = subprocess.Popen(
-                [str(exe), *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
-            )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                url = f"http://127.0.0.1:{self.port}/api/v2/heartbeat"
-                urllib.request.urlopen(url, timeout=1).read()
-                return
-            except OSError as err:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"chroma run did not start: {self.log.read_text()}") from err
-                time.sleep(0.2)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
 
 
 @pytest.fixture

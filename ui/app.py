@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import html
+import json
 import re
 import shutil
 import threading
@@ -26,7 +27,7 @@ from rag.corpus import (
     SUPPORTED_SUFFIXES,
     check_file,
 )
-from rag.index import IndexError_, PaperIndex
+from rag.index import IndexError_, IngestSummary, PaperIndex
 from rag.retrieve import Retriever
 from rag.settings import Settings  # sets GRADIO_ANALYTICS_ENABLED=False before gradio loads
 from rag.verify import split_sentences
@@ -74,11 +75,61 @@ class ChatService:
         # model (faster once warm, several times so on the sentence batches an answer checks)
         # loads behind it and takes over (PaperIndex.query_model).
         threading.Thread(target=self._warm, name="warm-embedding", daemon=True).start()
+        self._stop = threading.Event()
+        if settings.ui.refresh > 0:
+            threading.Thread(target=self._follow, name="follow-index", daemon=True).start()
 
     def _warm(self) -> None:
         # A broken model folder is reported by the first question instead.
         with contextlib.suppress(Exception):
             self.index.embed_model.get_text_embedding_batch(["warm up"])
+
+    def _follow(self) -> None:
+        """Read the tables of a version another process wrote off the request path; a
+        question still checks on its own, so it never answers from older tables."""
+        while not self._stop.wait(self.settings.ui.refresh):
+            with contextlib.suppress(Exception):  # an outage is reported to the questions
+                self.retriever.refresh()
+
+    def close(self) -> None:
+        self._stop.set()
+
+    # ---------------------------------------------------------------- uploads kept for later
+
+    @property
+    def _pending_file(self) -> Path:
+        return self.uploads / "pending.json"
+
+    def pending(self) -> list[Path]:
+        """Uploads kept because their ingest failed (the store was down, or busy)."""
+        try:
+            names = json.loads(self._pending_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return [self.uploads / n for n in names if (self.uploads / str(n)).is_file()]
+
+    def _set_pending(self, paths: list[Path]) -> None:
+        names = sorted({p.name for p in paths})
+        tmp = self._pending_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(names), encoding="utf-8")
+        tmp.replace(self._pending_file)
+
+    def index_uploads(
+        self, accepted: list[Path], on_progress: Any = None
+    ) -> tuple[IngestSummary | None, list[Path]]:
+        """Ingest new uploads with those kept from a failed try; on failure they are kept.
+
+        Returns the summary and the files indexed; raises the index error otherwise.
+        """
+        with self._lock:
+            todo = sorted(set(self.pending()) | set(accepted))
+            if not todo:
+                return None, []
+            self._set_pending(todo)  # written before the store is touched
+        summary = self.index.ingest(todo, progress=False, on_progress=on_progress)
+        with self._lock:
+            self._set_pending([p for p in self.pending() if p not in todo])
+        return summary, todo
 
     def answerer(self, backend: str) -> Answerer:
         with self._lock:
@@ -89,7 +140,7 @@ class ChatService:
             return self._answerers[backend]
 
     def paper_count(self) -> int:
-        self.retriever.load()
+        self.retriever.refresh()
         return len(self.retriever.papers)
 
     def backend_status(self, backend: str) -> str:
@@ -125,6 +176,12 @@ def answer_markdown(answer: Answer) -> str:
     body = "\n".join(lines) if listing else " ".join(lines)
     note = f"\n\n*{_md(answer.note)}*" if answer.note else ""
     return head + body + note
+
+
+def _problem(err: Exception) -> str:
+    """An index error as the page shows it: a sentence, safe as Markdown."""
+    text = str(err)
+    return _md(text[:1].upper() + text[1:])
 
 
 def _md(text: str) -> str:
@@ -218,6 +275,7 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                     clear = gr.Button("New conversation", size="sm")
                     sources = gr.HTML(sources_html(None), elem_id="sources")
                 with gr.Tab("Papers"):
+                    browse_status = gr.Markdown(elem_id="papers-status")
                     browse_filter = gr.Textbox(
                         label=f"Filter (name, author, words; the first {BROWSE_ROWS} matches)"
                     )
@@ -324,8 +382,15 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
         )
         backend.change(service.backend_status, backend, status, api_visibility="private")
 
-        def browse(text: str, track_value: str) -> list[list[str]]:
-            service.retriever.load()
+        def browse(text: str, track_value: str) -> tuple[list[list[str]], str]:
+            status = ""
+            try:
+                service.retriever.refresh()
+            except IndexError_ as err:
+                status = f"⚠️ {_problem(err)}"
+                if not service.retriever.loaded:
+                    return [], status
+                status += "\n\nThe list below is as it was last read."
             want = (text or "").casefold().split()
             rows = []
             for p in sorted(
@@ -340,7 +405,7 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                     )
                     if len(rows) == BROWSE_ROWS:
                         break  # a conference's worth of rows would stall the page; filter
-            return rows
+            return rows, status
 
         def show_similar(rows: Any, evt: gr.SelectData) -> tuple[str, str]:
             try:
@@ -350,7 +415,10 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
             paper = service.retriever.papers.get(paper_id)
             if paper is None:
                 return "That paper is no longer indexed.", ""
-            hits = service.index.dense_search(paper.abstract, k=6)
+            try:
+                hits = service.index.dense_search(paper.abstract, k=6)
+            except IndexError_ as err:
+                return f"⚠️ {_problem(err)}", ""
             items = "".join(
                 f"<li><b>{_html(h.paper.display_name)}</b> — "
                 f"{_html(h.paper.authors_text)} ({h.score:.2f})</li>"
@@ -359,46 +427,62 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
             )[:20000]
             return f"Papers similar to **{_md(paper.display_name)}**:", f"<ol>{items}</ol>"
 
-        browse_filter.change(browse, [browse_filter, browse_track], table, api_visibility="private")
-        browse_track.change(browse, [browse_filter, browse_track], table, api_visibility="private")
+        browsed = [table, browse_status]
+        browse_filter.change(browse, [browse_filter, browse_track], browsed, api_name="browse")
+        browse_track.change(
+            browse, [browse_filter, browse_track], browsed, api_visibility="private"
+        )
         table.select(show_similar, table, [similar_title, similar], api_visibility="private")
-        app.load(browse, [browse_filter, browse_track], table, api_visibility="private")
+        app.load(browse, [browse_filter, browse_track], browsed, api_visibility="private")
 
         def upload(
             paths: list[str] | None,
             progress: gr.Progress = gr.Progress(),  # noqa: B008  (how Gradio injects progress)
         ) -> tuple[str, str, Any, Any]:
-            if not paths:
-                return "Choose one or more files first.", gr.skip(), gr.skip(), gr.skip()
             accepted, refused = check_uploads(
-                paths,
+                paths or [],
                 settings.ui.max_upload_mb,
                 service.uploads,
                 settings.ingest.max_file_bytes,
                 settings.ingest.max_abstract_chars,
             )
             lines = [f"- refused **{_md(name)}**: {_md(why)}" for name, why in refused]
-            if accepted:
+            if not paths and not service.pending():
+                return "Choose one or more files first.", gr.skip(), gr.skip(), gr.skip()
+            try:
                 progress(0, desc="embedding")
-                summary = service.index.ingest(
+                summary, indexed = service.index_uploads(
                     accepted,
-                    progress=False,
-                    on_progress=lambda done, total: progress(
-                        done / max(total, 1), desc="embedding"
+                    lambda done, total: progress(done / max(total, 1), desc="embedding"),
+                )
+                count = service.paper_count()
+                new_tracks = [ALL_TRACKS, *service.retriever.tracks]
+            except IndexError_ as err:
+                kept = ", ".join(_md(p.name.split("-", 1)[-1]) for p in service.pending())
+                lines.insert(
+                    0,
+                    f"⚠️ Not indexed: {_md(str(err))}\n\n"
+                    + (
+                        f"Kept for later: {kept}. Press “Index these files” again once "
+                        "the index is back; there is no need to upload them again."
+                        if kept
+                        else ""
                     ),
                 )
-                service.retriever.reload()
+                return "\n".join(lines), gr.skip(), gr.skip(), gr.skip()
+            if summary is not None:
+                earlier = len(indexed) - len(accepted)
                 lines.insert(
                     0,
                     f"Indexed: {summary.new} new, {summary.changed} changed, "
                     f"{summary.unchanged} unchanged papers; "
-                    f"{summary.total_papers} papers in the index.",
+                    f"{summary.total_papers} papers in the index."
+                    + (f" ({earlier} kept from an earlier try included.)" if earlier > 0 else ""),
                 )
                 lines += [f"- skipped `{_md(p)}`" for p in summary.problems]
-            new_tracks = [ALL_TRACKS, *service.retriever.tracks]
             return (
                 "\n".join(lines),
-                f"**{service.paper_count()}** papers indexed",
+                f"**{count}** papers indexed",
                 gr.update(choices=new_tracks),
                 gr.update(choices=new_tracks),
             )
@@ -445,7 +529,15 @@ def check_uploads(
 def launch(settings: Settings | None = None, block: bool = True) -> gr.Blocks:
     """Serve the page: loopback only, never a share link, no extra readable paths."""
     settings = settings or Settings()
-    app = build_app(settings)
+    service = ChatService(settings)
+    app = build_app(settings, service)
+    close = app.close
+
+    def close_page(*args: Any, **kwargs: Any) -> None:
+        service.close()  # its background check of the index stops with the page
+        close(*args, **kwargs)
+
+    app.close = close_page  # type: ignore[method-assign]
     print(
         f"Chat page on http://{settings.ui.host}:{settings.ui.port} (Ctrl-C stops it)", flush=True
     )
