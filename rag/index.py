@@ -129,6 +129,13 @@ class Snapshot:
     bm25: Any  # a bm25s.BM25 over every chunk, or None for an empty store
 
 
+@dataclass
+class _StoreRead:
+    nodes: list[BaseNode] = field(default_factory=list)
+    chunk0: list[dict[str, Any]] = field(default_factory=list)
+    fingerprint: str = ""
+
+
 @dataclass(frozen=True)
 class Hit:
     """A paper found by a search, with its best-matching passage."""
@@ -885,7 +892,8 @@ class PaperIndex:
         if metas is None:
             saved = self._bm25_state()
             ingested_here = (self.settings.home / "catalog.sqlite").exists()
-            if not ingested_here or (saved and version and saved["fingerprint"] != version):
+            elsewhere = not ingested_here or (saved and version and saved["fingerprint"] != version)
+            if elsewhere:
                 log.info(
                     "the collection was changed by another RAG_HOME's ingest (or this one never "
                     "ingested): reading it from %s",
@@ -897,14 +905,20 @@ class PaperIndex:
                     "memory (`python -m rag.ingest` saves it again)",
                     self.bm25_dir,
                 )
-            metas = []
-            nodes = self._bm25_nodes(metas)
-            if nodes:
+            read = self._read_store()
+            built = None
+            if read.nodes:
                 from llama_index.retrievers.bm25 import BM25Retriever
 
-                built = BM25Retriever.from_defaults(nodes=nodes)
+                built = BM25Retriever.from_defaults(nodes=read.nodes)
+            if elsewhere and version and read.fingerprint == version:
+                # What another home's ingest wrote, saved for this home's next cold start
+                # (about half of it at conference scale). Damage here is left to ingest.
+                self._save_copy(read, built)
+            if built is not None:
                 built.bm25.corpus = built.corpus  # as a loaded index has it: results map to nodes
                 bm25 = built.bm25
+            metas = read.chunk0
         metas.sort(key=lambda m: str(m.get("paper_id")))
         return Snapshot(
             version=version,
@@ -913,24 +927,24 @@ class PaperIndex:
             bm25=bm25,
         )
 
-    def _bm25_nodes(self, chunk0: list[dict[str, Any]] | None = None) -> list[BaseNode]:
-        """Light nodes (id, paper id, embedded text) so the persisted corpus stays small.
-
-        With `chunk0`, the papers' chunk-0 metadata from the same read is appended to it.
-        """
+    def _read_store(self) -> _StoreRead:
+        """Every chunk in one request: light BM25 nodes (id, paper id, embedded text, so the
+        persisted corpus stays small), chunk-0 metadata and the fingerprint of what was read."""
         from llama_index.core.schema import MetadataMode, TextNode
         from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
         with self.reaching_store():
             got = self.collection.get(include=["documents", "metadatas"])
-        nodes: list[BaseNode] = []
+        read = _StoreRead()
+        pairs = []
         for cid, doc, meta in zip(
             got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
         ):
-            if chunk0 is not None and meta.get("chunk") == 0:
-                chunk0.append(dict(meta))
+            pairs.append(f"{cid}:{meta.get('embed_hash')}:{meta.get('content_hash')}")
+            if meta.get("chunk") == 0:
+                read.chunk0.append(dict(meta))
             full = metadata_dict_to_node(dict(meta), text=doc)
-            nodes.append(
+            read.nodes.append(
                 TextNode(
                     id_=cid,
                     text=full.get_content(MetadataMode.EMBED),
@@ -938,23 +952,47 @@ class PaperIndex:
                     excluded_embed_metadata_keys=["paper_id"],
                 )
             )
-        return nodes
+        read.fingerprint = _hash(sorted(pairs))
+        return read
 
-    def _write_bm25(self, count: int, fingerprint_: str) -> None:
+    def _save_copy(self, read: _StoreRead, built: Any) -> None:
+        """Save a read of the store as this home's BM25 copy, unless an ingest here is
+        running (it writes its own) or the home cannot be written (then memory serves)."""
+        from filelock import FileLock, Timeout
+
+        try:
+            self.settings.home.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(self.settings.home / "ingest.lock"))
+            lock.acquire(timeout=0)
+        except (Timeout, OSError):
+            return
+        try:
+            self._write_bm25(len(read.nodes), read.fingerprint, read, built)
+        except OSError as err:
+            log.info("could not save the BM25 copy in %s: %s", self.bm25_dir, err)
+        finally:
+            lock.release()
+
+    def _write_bm25(
+        self,
+        count: int,
+        fingerprint_: str,
+        read: _StoreRead | None = None,
+        built: Any = None,
+    ) -> None:
         target = self.bm25_dir
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        chunk0: list[dict[str, Any]] = []
-        if count:
+        read = read or (self._read_store() if count else _StoreRead())
+        if read.nodes:
             from llama_index.retrievers.bm25 import BM25Retriever
 
-            BM25Retriever.from_defaults(nodes=self._bm25_nodes(chunk0)).persist(
-                str(tmp), show_progress=False
-            )
+            built = built or BM25Retriever.from_defaults(nodes=read.nodes)
+            built.persist(str(tmp), show_progress=False)
         else:
             tmp.mkdir()
-        chunk0.sort(key=lambda m: str(m.get("paper_id")))
+        chunk0 = sorted(read.chunk0, key=lambda m: str(m.get("paper_id")))
         (tmp / PAPERS_FILE).write_text(json.dumps(chunk0, ensure_ascii=False), encoding="utf-8")
         files = {p.name: [p.stat().st_size, _file_hash(p)] for p in tmp.iterdir() if p.is_file()}
         state = {"count": count, "fingerprint": fingerprint_, "files": files}

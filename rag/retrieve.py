@@ -390,14 +390,22 @@ class Retriever:
         self._tables_now()
 
     def refresh(self) -> bool:
-        """Bring the tables in step with the store; returns whether they were read again."""
+        """Bring the tables in step with the store; returns whether they were read again.
+
+        While another thread reads a new version (the page's background check, or another
+        question), questions answer from the tables they have instead of waiting for it.
+        """
         version = self.index.store_version()
         if self._tables is not None and self._tables.version == version:
             return False
-        with self._loading:
+        if not self._loading.acquire(blocking=self._tables is None):
+            return False
+        try:
             if self._tables is not None and self._tables.version == version:
                 return False  # another thread read it meanwhile
             self._tables = self._build(self.index.snapshot(version))
+        finally:
+            self._loading.release()
         return True
 
     def _build(self, snapshot: Snapshot) -> _Tables:

@@ -200,7 +200,10 @@ def test_a_change_made_from_one_home_reaches_another_within_one_question(
         assert sorted(papers_tab("")) == ["p1", "p2", "p4", "p6"]
         assert papers_tab("Himalayan") == ["p2"] and papers_tab("Antarctic") == []
 
-        # A fresh process on home B sees the same (it reads the store: B has no copy).
+        # Home B saved what it read, for its next cold start; a fresh process uses it.
+        index_b = PaperIndex(home_b)
+        version = index_b.store_version()
+        assert index_b._saved_state(version) is not None
         done = run_cli("rag.ask", GLACIER_Q, "--json", env=env_of(home_b))
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
