@@ -68,6 +68,9 @@ TEXT_FORMAT_VERSION = 1
 LIST_SEP = "; "
 # Saved with the BM25 index: every paper's chunk-0 metadata, for a fast cold start.
 PAPERS_FILE = "papers.json"
+# A full read of 6,000 chunks from a `chroma run` server takes about 2 s; pages of this size
+# take about 0.6 s each (well inside the default RAG_CHROMA_TIMEOUT of 5 s).
+READ_PAGE = 2000
 # The collection's metadata key that every ingest advances, written last: a hash of every
 # chunk's id and content, so processes that did not ingest see that the store moved.
 VERSION_KEY = "rag_version"
@@ -234,6 +237,7 @@ class PaperIndex:
         # whose users queue behind a silent server tells each of them in seconds, not minutes.
         self._quiet_until = 0.0
         self._server_lock: ServerLock | None = None
+        self.read_page = READ_PAGE
 
     # ------------------------------------------------------------------ plumbing
 
@@ -381,6 +385,23 @@ class PaperIndex:
             )
         return self._splitter
 
+    def _get_all(self, include: list[str], where: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`collection.get` of everything, in pages of READ_PAGE chunks, so that each request
+        to a server stays well inside RAG_CHROMA_TIMEOUT at any collection size."""
+        got: dict[str, Any] = {"ids": [], **{k: [] for k in include}}
+        while True:
+            page = self.collection.get(
+                include=include,  # type: ignore[arg-type]
+                where=where,
+                limit=self.read_page,
+                offset=len(got["ids"]),
+            )
+            got["ids"] += page["ids"]
+            for key in include:
+                got[key] += page[key] or []  # type: ignore[literal-required]
+            if len(page["ids"]) < self.read_page:
+                return got
+
     def count_chunks(self) -> int:
         with self.reaching_store():
             return int(self.collection.count())
@@ -424,7 +445,7 @@ class PaperIndex:
     def indexed_state(self) -> dict[str, dict[str, Any]]:
         """paper_id -> {chunk ids, chunk count, embed and content hashes} of what is stored."""
         state: dict[str, dict[str, Any]] = {}
-        got = self.collection.get(include=["metadatas"])
+        got = self._get_all(["metadatas"])
         for cid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
             pid = str(meta.get("paper_id", cid.split("#")[0]))
             entry = state.setdefault(
@@ -449,7 +470,7 @@ class PaperIndex:
         if where:
             clause = {"$and": [clause, where]}
         with self.reaching_store():
-            got = self.collection.get(where=clause, include=["metadatas"])
+            got = self._get_all(["metadatas"], where=clause)
         papers = [paper_from_metadata(dict(m)) for m in got["metadatas"] or []]
         return sorted(papers, key=lambda p: p.id)
 
@@ -771,7 +792,7 @@ class PaperIndex:
         return self.settings.home / "bm25" / self.name
 
     def _store_fingerprint(self) -> tuple[int, str]:
-        got = self.collection.get(include=["metadatas"])
+        got = self._get_all(["metadatas"])
         pairs = sorted(
             f"{cid}:{m.get('embed_hash')}:{m.get('content_hash')}"
             for cid, m in zip(got["ids"], got["metadatas"] or [], strict=True)
@@ -934,7 +955,7 @@ class PaperIndex:
         from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
         with self.reaching_store():
-            got = self.collection.get(include=["documents", "metadatas"])
+            got = self._get_all(["documents", "metadatas"])
         read = _StoreRead()
         pairs = []
         for cid, doc, meta in zip(

@@ -107,6 +107,20 @@ def test_a_question_reads_one_version_from_start_to_end(
     assert dense == {"p1", "p2", "p4", "p6"}
 
 
+def test_reads_of_the_whole_store_come_in_pages(fake_seed: Settings) -> None:
+    whole = PaperIndex(fake_seed)
+    paged = PaperIndex(fake_seed)
+    paged.read_page = 7  # many pages, the last one short
+    assert whole.count_chunks() > 7 * 5
+    assert paged.papers() == whole.papers()
+    assert paged.indexed_state() == whole.indexed_state()
+    assert paged._store_fingerprint() == whole._store_fingerprint()
+    assert paged._read_store().fingerprint == whole._store_fingerprint()[1]
+    assert sorted(p.id for p in paged.papers({"track": {"$ne": ""}})) == sorted(
+        p.id for p in whole.papers() if p.track
+    )
+
+
 def test_prune_removes_only_papers_from_files_this_catalog_knows(
     fake_settings: Settings, tmp_path: Path
 ) -> None:
