@@ -311,15 +311,24 @@ class PaperIndex:
                 # anything else is diagnosed (damage, a Rust panic) where it is opened
         return self._open_collection()
 
-    def store_version(self) -> str:
+    def store_version(self, background: bool = False) -> str:
         """The version the last finished ingest wrote on the collection ("" before one did).
 
         One small request; questions ask it first, so it is also where a server that has
-        just timed out is reported without waiting again.
+        just timed out on a question is reported without waiting again. A `background` check
+        (the page's own) neither waits for that nor starts it: no user is waiting on it, and
+        a server still starting up would otherwise turn away the first questions after it.
         """
-        if time.monotonic() < self._quiet_until:
+        if not background and time.monotonic() < self._quiet_until:
             raise timed_out(self.settings)
-        fresh = self._current_collection()
+        quiet = self._quiet_until
+        try:
+            fresh = self._current_collection()
+        except StoreTimeout:
+            if background:
+                self._quiet_until = quiet
+            raise
+        self._quiet_until = 0.0  # it answers again
         if self._collection is None or self._collection.id != fresh.id:
             self._collection = fresh  # kept otherwise: retrievers built on the handle stay
         return str((fresh.metadata or {}).get(VERSION_KEY, ""))

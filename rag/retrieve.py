@@ -389,13 +389,13 @@ class Retriever:
         """Read the tables if none are loaded (without asking whether the store moved)."""
         self._tables_now()
 
-    def refresh(self) -> bool:
+    def refresh(self, background: bool = False) -> bool:
         """Bring the tables in step with the store; returns whether they were read again.
 
-        While another thread reads a new version (the page's background check, or another
+        While another thread reads a new version (the page's `background` check, or another
         question), questions answer from the tables they have instead of waiting for it.
         """
-        version = self.index.store_version()
+        version = self.index.store_version(background)
         if self._tables is not None and self._tables.version == version:
             return False
         if not self._loading.acquire(blocking=self._tables is None):

@@ -89,7 +89,7 @@ class ChatService:
         question still checks on its own, so it never answers from older tables."""
         while not self._stop.wait(self.settings.ui.refresh):
             with contextlib.suppress(Exception):  # an outage is reported to the questions
-                self.retriever.refresh()
+                self.retriever.refresh(background=True)
 
     def close(self) -> None:
         self._stop.set()
