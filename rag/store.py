@@ -184,7 +184,8 @@ class ServerLock:
         from chromadb.errors import NotFoundError
 
         try:
-            return dict(self.client.get_collection(name or self.name).metadata or {})
+            found = self.client.get_collection(name or self.name, embedding_function=None)
+            return dict(found.metadata or {})
         except (NotFoundError, ValueError):  # chromadb <1.0 said ValueError
             return None
 
@@ -202,7 +203,9 @@ class ServerLock:
                 "expires": now + self.ttl,
             }
             try:
-                self._held = self.client.create_collection(self.name, metadata=meta)
+                self._held = self.client.create_collection(
+                    self.name, metadata=meta, embedding_function=None
+                )
                 break
             except ChromaError as err:
                 held = self._holder()
@@ -210,8 +213,7 @@ class ServerLock:
                     if "exists" not in str(err):
                         raise
                     continue  # released between the two requests
-            if float(held.get("expires", 0)) < now:
-                self._take_over(held, now)
+            if float(held.get("expires", 0)) < now and self._take_over(held, now):
                 continue
             if time.monotonic() >= deadline:
                 started = time.strftime("%H:%M:%S", time.localtime(float(held.get("started", 0))))
@@ -224,19 +226,22 @@ class ServerLock:
         self._renewer = threading.Thread(target=self._renew, name="ingest-lock", daemon=True)
         self._renewer.start()
 
-    def _take_over(self, held: dict[str, Any], now: float) -> None:
+    def _take_over(self, held: dict[str, Any], now: float) -> bool:
+        """Remove an expired lock; False while another waiter is removing it."""
         from chromadb.errors import ChromaError
 
         marker = f"{self.name}-expired-{held.get('owner')}"
         try:
-            self.client.create_collection(marker, metadata={"by": self.token, "at": now})
+            self.client.create_collection(
+                marker, metadata={"by": self.token, "at": now}, embedding_function=None
+            )
         except ChromaError:
             # Another waiter is taking it over. A marker whose creator died mid-way is
             # cleared once it is older than a lock could be.
             seen = self._holder(marker)
             if seen is not None and now - float(seen.get("at", now)) > self.ttl:
                 self._delete(marker)
-            return
+            return False
         try:
             again = self._holder()
             if (
@@ -253,6 +258,7 @@ class ServerLock:
                 self._delete(self.name)
         finally:
             self._delete(marker)
+        return True
 
     def _delete(self, name: str) -> None:
         from chromadb.errors import NotFoundError
