@@ -381,26 +381,24 @@ class Retriever:
         """Whether tables of some version are loaded (possibly older than the store's)."""
         return self._tables is not None
 
-    def reload(self) -> None:
-        """Forget loaded tables; the next question reads them again."""
-        self._tables = None
-
     def load(self) -> None:
         """Read the tables if none are loaded (without asking whether the store moved)."""
         self._tables_now()
 
-    def refresh(self, background: bool = False) -> bool:
+    def refresh(self, background: bool = False, wait: bool = False) -> bool:
         """Bring the tables in step with the store; returns whether they were read again.
 
         While another thread reads a new version (the page's `background` check, or another
-        question), questions answer from the tables they have instead of waiting for it.
+        question), questions answer from the tables they have instead of waiting for it;
+        with `wait` (after this process's own ingest) they wait for the new ones.
         """
         version = self.index.store_version(background)
         if self._tables is not None and self._tables.version == version:
             return False
-        if not self._loading.acquire(blocking=self._tables is None):
+        if not self._loading.acquire(blocking=wait or self._tables is None):
             return False
         try:
+            version = self.index.store_version(background)  # it may have moved while waiting
             if self._tables is not None and self._tables.version == version:
                 return False  # another thread read it meanwhile
             self._tables = self._build(self.index.snapshot(version))

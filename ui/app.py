@@ -139,8 +139,8 @@ class ChatService:
                 self._answerers[backend] = Answerer(self.retriever, settings)
             return self._answerers[backend]
 
-    def paper_count(self) -> int:
-        self.retriever.refresh()
+    def paper_count(self, wait: bool = False) -> int:
+        self.retriever.refresh(wait=wait)
         return len(self.retriever.papers)
 
     def backend_status(self, backend: str) -> str:
@@ -455,7 +455,7 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                     accepted,
                     lambda done, total: progress(done / max(total, 1), desc="embedding"),
                 )
-                count = service.paper_count()
+                count = service.paper_count(wait=True)  # what this ingest wrote
                 new_tracks = [ALL_TRACKS, *service.retriever.tracks]
             except IndexError_ as err:
                 kept = ", ".join(_md(p.name.split("-", 1)[-1]) for p in service.pending())
