@@ -263,6 +263,27 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = 
     raise SystemExit(f"{url} not ready after {timeout:.0f}s")
 
 
+def _chroma_run(folder: Path, port: int) -> subprocess.Popen[bytes]:
+    """`chroma run` on 127.0.0.1:port serving `folder`, once it answers its heartbeat."""
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("chroma")),
+            "run",
+            "--path",
+            str(folder),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    _wait_http(f"http://127.0.0.1:{port}/api/v2/heartbeat", 60, server)
+    return server
+
+
 def _free_port() -> int:
     import socket
 
@@ -425,23 +446,8 @@ def bench_shared(sizes: Sequence[str]) -> list[dict[str, Any]]:
         root = WORK / f"shared-{size}"
         root.mkdir(parents=True, exist_ok=True)
         port = _free_port()
-        server = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("chroma")),
-                "run",
-                "--path",
-                str(root / "db"),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
-        )
+        server = _chroma_run(root / "db", port)
         try:
-            _wait_http(f"http://127.0.0.1:{port}/api/v2/heartbeat", 60, server)
             chroma = ChromaSettings(host="127.0.0.1", port=port)
             a = Settings(home=root / "a", chroma=chroma)
             b = Settings(home=root / "b", chroma=chroma)
@@ -575,22 +581,7 @@ def bench_synthetic(
             target = str(folder)
             if store == "server":
                 port = _free_port()
-                server = subprocess.Popen(
-                    [
-                        str(Path(sys.executable).with_name("chroma")),
-                        "run",
-                        "--path",
-                        str(folder),
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
-                )
-                _wait_http(f"http://127.0.0.1:{port}/api/v2/heartbeat", 60, server)
+                server = _chroma_run(folder, port)
                 target = f"http://127.0.0.1:{port}"
             try:
                 cmd = [sys.executable, "-m", "evals.bench", "--child-synthetic", target, str(n)]

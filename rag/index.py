@@ -802,11 +802,7 @@ class PaperIndex:
 
     def _store_fingerprint(self) -> tuple[int, str]:
         got = self._get_all(["metadatas"])
-        pairs = sorted(
-            f"{cid}:{m.get('embed_hash')}:{m.get('content_hash')}"
-            for cid, m in zip(got["ids"], got["metadatas"] or [], strict=True)
-        )
-        return len(pairs), _hash(pairs)
+        return len(got["ids"]), _store_hash(got["ids"], got["metadatas"])
 
     def _bm25_state(self, verify: bool = False) -> dict[str, Any] | None:
         """The persisted BM25 index's state, if it is whole: every file at its written size
@@ -965,12 +961,10 @@ class PaperIndex:
 
         with self.reaching_store():
             got = self._get_all(["documents", "metadatas"])
-        read = _StoreRead()
-        pairs = []
+        read = _StoreRead(fingerprint=_store_hash(got["ids"], got["metadatas"]))
         for cid, doc, meta in zip(
             got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
         ):
-            pairs.append(f"{cid}:{meta.get('embed_hash')}:{meta.get('content_hash')}")
             if meta.get("chunk") == 0:
                 read.chunk0.append(dict(meta))
             full = metadata_dict_to_node(dict(meta), text=doc)
@@ -982,7 +976,6 @@ class PaperIndex:
                     excluded_embed_metadata_keys=["paper_id"],
                 )
             )
-        read.fingerprint = _hash(sorted(pairs))
         return read
 
     def _save_copy(self, read: _StoreRead, built: Any) -> None:
@@ -1074,6 +1067,17 @@ class PaperIndex:
         return [
             Hit(papers[pid], score, passage) for pid, (score, passage) in ranked if pid in papers
         ]
+
+
+def _store_hash(ids: list[str], metas: list[Any]) -> str:
+    """The store's content as the collection's version names it: every chunk's id, vectors'
+    text and paper content (so a metadata-only edit moves it too)."""
+    return _hash(
+        sorted(
+            f"{cid}:{m.get('embed_hash')}:{m.get('content_hash')}"
+            for cid, m in zip(ids, metas or [], strict=True)
+        )
+    )
 
 
 def _transport_error(err: BaseException) -> bool:

@@ -186,7 +186,7 @@ class ServerLock:
         try:
             found = self.client.get_collection(name or self.name, embedding_function=None)
             return dict(found.metadata or {})
-        except (NotFoundError, ValueError):  # chromadb <1.0 said ValueError
+        except NotFoundError:
             return None
 
     def acquire(self, timeout: float) -> None:
@@ -263,7 +263,7 @@ class ServerLock:
     def _delete(self, name: str) -> None:
         from chromadb.errors import NotFoundError
 
-        with contextlib.suppress(NotFoundError, ValueError):
+        with contextlib.suppress(NotFoundError):
             self.client.delete_collection(name)
 
     def _renew(self) -> None:

@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,6 +59,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if SERVER_FIXTURES & used:
             item.add_marker(pytest.mark.xdist_group("servers"))
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def chromium(playwright: Any) -> Any:
+    """Debian's Chromium, headless, with the project's flags, through Playwright."""
+    return playwright.chromium.launch(
+        executable_path=str(CHROMIUM),
+        args=[
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--no-first-run",
+        ],
+    )
 
 
 def free_port() -> int:

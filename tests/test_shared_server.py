@@ -46,10 +46,10 @@ from .conftest import (
     ChromaServer,
     SilentServer,
     call_cli,
+    chromium,
     free_port,
     run_cli,
 )
-from .test_ui import CHROMIUM
 
 pytestmark = pytest.mark.slow  # real `chroma run` servers and pages
 
@@ -62,6 +62,20 @@ def server(tmp_path: Path) -> Iterator[ChromaServer]:
     chroma.start()
     try:
         yield chroma
+    finally:
+        chroma.stop()
+
+
+@pytest.fixture
+def served_seed(fake_seed_home: Path, tmp_path: Path) -> Iterator[tuple[Path, ChromaServer]]:
+    """A copy of the fast seed index whose store a `chroma run` serves; the test may stop
+    and start the server."""
+    home = tmp_path / "home"
+    shutil.copytree(fake_seed_home, home)
+    chroma = ChromaServer(home / "chroma", free_port())
+    chroma.start()
+    try:
+        yield home, chroma
     finally:
         chroma.stop()
 
@@ -390,12 +404,9 @@ def test_a_server_that_never_answers_is_an_error_within_the_timeout(tmp_path: Pa
 
 
 def test_the_page_during_a_silent_server_then_after_it(
-    fake_seed_home: Path, tmp_path: Path
+    served_seed: tuple[Path, ChromaServer],
 ) -> None:
-    home = tmp_path / "home"
-    shutil.copytree(fake_seed_home, home)
-    server = ChromaServer(home / "chroma", free_port())
-    server.start()
+    home, server = served_seed
     # The page checks the store often in the background, as it would during a long outage.
     ui = UISettings(port=free_port(), refresh=0.2)
     settings = on_server(home, server, embed=FAKE_EMBED, ui=ui)
@@ -431,21 +442,17 @@ def test_the_page_during_a_silent_server_then_after_it(
         page.close()
         if silent is not None:
             silent.close()
-        server.stop()
 
 
 # ---------------------------------------------------------------------------- in the browser
 
 
 def test_papers_and_upload_tabs_during_an_outage_in_a_browser(
-    fake_seed_home: Path, tmp_path: Path
+    served_seed: tuple[Path, ChromaServer], tmp_path: Path
 ) -> None:
     from playwright.sync_api import sync_playwright
 
-    home = tmp_path / "home"
-    shutil.copytree(fake_seed_home, home)
-    server = ChromaServer(home / "chroma", free_port())
-    server.start()
+    home, server = served_seed
     settings = on_server(home, server, embed=FAKE_EMBED, ui=UISettings(port=free_port()))
     page_app = launch(settings, block=False)
     url = f"http://127.0.0.1:{settings.ui.port}/"
@@ -457,16 +464,7 @@ def test_papers_and_upload_tabs_during_an_outage_in_a_browser(
         server.stop()
         silent = SilentServer(server.port)
         with sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path=str(CHROMIUM),
-                args=[
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--no-first-run",
-                ],
-            )
+            browser = chromium(p)
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.goto(url, wait_until="load")
             page.get_by_role("tab", name="Papers", exact=True).click()
@@ -513,4 +511,3 @@ def test_papers_and_upload_tabs_during_an_outage_in_a_browser(
         page_app.close()
         if silent is not None:
             silent.close()
-        server.stop()

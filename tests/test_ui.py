@@ -13,10 +13,7 @@ from evals.load import client, last_text
 from rag.settings import EmbedSettings, Settings, UISettings
 from ui.app import launch
 
-from .conftest import ARTIFACTS, FAKE_EMBED, free_port, gzip_bomb
-
-CHROMIUM = Path("/usr/bin/chromium")
-
+from .conftest import ARTIFACTS, CHROMIUM, FAKE_EMBED, chromium, free_port, gzip_bomb
 
 pytestmark = pytest.mark.slow  # a real Gradio server, driven over HTTP and in Chromium
 
@@ -197,16 +194,7 @@ def test_page_in_a_real_browser(real_page_url: str) -> None:
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--no-first-run",
-            ],
-        )
+        browser = chromium(p)
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
         page.goto(page_url, wait_until="load")
         page.locator("#question textarea").wait_for(timeout=60_000)
