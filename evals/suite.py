@@ -31,7 +31,8 @@ from rag.corpus import Paper
 from rag.index import PaperIndex
 from rag.retrieve import Retriever
 from rag.settings import PROJECT_ROOT, Settings, fingerprint
-from rag.verify import Verifier, split_sentences, strip_citations
+from rag.text import split_sentences
+from rag.verify import Verifier, strip_citations
 
 REPORTS = Path(__file__).with_name("reports")
 K = 5

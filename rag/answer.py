@@ -19,7 +19,8 @@ from rag.corpus import Paper
 from rag.llm import AnswerCutOff, Backend, BackendError, make_backend
 from rag.retrieve import Retrieval, Retriever
 from rag.settings import Settings
-from rag.verify import Verifier, default_verifier, numbers, split_sentences, strip_citations
+from rag.text import split_sentences
+from rag.verify import Verifier, default_verifier, numbers, strip_citations
 
 # The example costs nothing after the first question: llama.cpp reuses the evaluated
 # system prompt, and a 1.5B model follows an example far better than a rule.

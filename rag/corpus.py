@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rag.text import looks_coined
+
 LISTING_SUFFIXES = (".txt",)
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
 SUPPORTED_SUFFIXES = LISTING_SUFFIXES + JSONL_SUFFIXES
@@ -178,89 +180,6 @@ def split_track(track: str) -> tuple[str, str]:
             area, _, sub = track.partition(sep)
             return area.strip(), sub.strip()
     return track.strip(), ""
-
-
-def fold(text: str) -> str:
-    """Case- and accent-insensitive form used for matching names and tracks."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return " ".join(stripped.casefold().split())
-
-
-# Function words that carry no topic, shared by question parsing and claim checking.
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "of",
-        "in",
-        "on",
-        "for",
-        "to",
-        "with",
-        "by",
-        "from",
-        "about",
-        "as",
-        "at",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "this",
-        "that",
-        "these",
-        "those",
-        "which",
-        "what",
-        "who",
-        "where",
-        "when",
-        "how",
-        "why",
-        "any",
-        "all",
-        "some",
-        "do",
-        "does",
-        "did",
-        "has",
-        "have",
-        "had",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "may",
-        "might",
-        "we",
-        "our",
-        "it",
-        "its",
-        "their",
-        "there",
-        "here",
-        "show",
-        "papers",
-        "paper",
-        "work",
-        "on",
-        "one",
-        "under",
-        "into",
-        "than",
-        "other",
-        "is",
-        "there",
-    ]
-)
 
 
 # ---------------------------------------------------------------------------- authors
@@ -482,9 +401,8 @@ def _is_method_name(token: str) -> bool:
         return False
     if len(token) < 2 or len(token) > 30:
         return False
-    uppers = sum(c.isupper() for c in token)
-    # A coined name has capitals past the first letter (TimeSAE, NAtS-L, FS-DFM) or digits.
-    return uppers >= 2 or (uppers >= 1 and any(c.isdigit() for c in token))
+    # Shaped like a coined name (TimeSAE, NAtS-L, FS-DFM, I2P) and spelled with a capital.
+    return looks_coined(token) and any(c.isupper() for c in token)
 
 
 def method_name(abstract: str) -> str:

@@ -19,8 +19,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
-from rag.corpus import STOPWORDS, Paper, fold
+from rag.corpus import Paper
 from rag.index import Hit, PaperIndex, Snapshot
+from rag.text import (
+    GENERIC_WORDS,
+    QUESTION_WORDS,
+    STOPWORDS,
+    coined_tokens,
+    contains,
+    fold,
+    phrase,
+    split_sentences,
+    stems,
+    tokens,
+)
 from rag.topics import Topics
 
 # BM25 at half weight: measured on evals/questions.jsonl, it keeps method and numeric
@@ -54,119 +66,13 @@ TOPIC_FIRST_DEPTH = 20
 
 _WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
 _CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
-# Names a question may ask about that papers would spell the same way: acronyms (BLEU),
-# CamelCase (AlphaFold) and names with digits (ResNet-50, WMT14). Plain capitalised words
-# ("Chinese", a sentence's first word) are left out: papers word those many ways.
-_NAME = re.compile(
-    r"\b(?:[A-Z][A-Za-z0-9]*[A-Z0-9][A-Za-z0-9-]*|[A-Z][a-z]+[A-Z][A-Za-z0-9-]*|"
-    r"[A-Za-z]+-?\d+[A-Za-z0-9-]*)\b"
-)
 _WHAT_IS = re.compile(
     r"\b(?i:what|how)\s+(?i:is|are|does|do|did|was)\s+(?i:the\s+|an?\s+)?([A-Z][\w\-]*[\w])"
 )
-_STOP = STOPWORDS | set(
-    [
-        "whom",
-        "whose",
-        "anything",
-        "done",
-        "having",
-        "must",
-        "me",
-        "my",
-        "i",
-        "you",
-        "your",
-        "set",
-        "collection",
-        "corpus",
-        "listed",
-        "list",
-        "lists",
-        "give",
-        "tell",
-        "find",
-        "works",
-        "worked",
-        "working",
-        "article",
-        "articles",
-        "publication",
-        "publications",
-        "publish",
-        "published",
-        "wrote",
-        "written",
-        "write",
-        "authored",
-        "author",
-        "authors",
-        "co-author",
-        "coauthor",
-        "co-",
-        "authored",
-        "coauthored",
-        "surname",
-        "name",
-        "named",
-        "ones",
-        "specifically",
-        "please",
-        "belong",
-        "belongs",
-        "filed",
-        "submitted",
-        "track",
-        "tracks",
-        "area",
-        "areas",
-        "subarea",
-        "subareas",
-        "category",
-        "categories",
-        "session",
-        "topic",
-        "topics",
-        "got",
-        "get",
-        "s",
-    ]
-)
-# Words every abstract uses; a follow-up's filter needs words that tell papers apart.
-_GENERIC = set(
-    [
-        "study",
-        "studies",
-        "studied",
-        "use",
-        "uses",
-        "used",
-        "using",
-        "model",
-        "models",
-        "method",
-        "methods",
-        "approach",
-        "paper",
-        "papers",
-        "work",
-        "learning",
-        "data",
-        "based",
-        "results",
-        "show",
-        "propose",
-        "proposed",
-        "new",
-        "task",
-        "tasks",
-        "problem",
-        "performance",
-        "training",
-        "network",
-        "networks",
-    ]
-)
+# Words that say nothing about a question's topic; a follow-up's filter also drops the
+# words every abstract uses, since it needs words that tell papers apart.
+_STOP = STOPWORDS | QUESTION_WORDS
+_GENERIC = GENERIC_WORDS
 # "by" is no cue on its own ("by how much", "word by word"); a name right after it is.
 _AUTHOR_CUES = re.compile(
     r"(?:authors?|authored|co-?authors?|co-?authored|wrote|written|publish(?:ed)?|"
@@ -235,29 +141,6 @@ def hit_dict(h: Hit) -> dict[str, Any]:
         "passage": h.passage,
         "matched": list(h.matched),
     }
-
-
-# "Bouniot's papers", "what's in the theory track": the clitic is not part of the word, so
-# the name matches its author and "what" its stopword. "O'Brien" keeps its apostrophe.
-_CLITIC = re.compile(r"['’](?:s|re|ve|ll|d|m)$")
-
-
-def _tokens(text: str) -> list[str]:
-    words = (_CLITIC.sub("", t).strip("'’-") for t in _WORD.findall(fold(text)))
-    return [w for w in words if w]
-
-
-def _phrase(text: str) -> str:
-    return " ".join(_tokens(text))
-
-
-def _contains(haystack: list[str], needle: list[str]) -> int:
-    """Start of `needle` as a contiguous run in `haystack`, or -1."""
-    n = len(needle)
-    for i in range(len(haystack) - n + 1):
-        if haystack[i : i + n] == needle:
-            return i
-    return -1
 
 
 @dataclass
@@ -413,7 +296,7 @@ class Retriever:
             for alias in p.aliases:
                 t.aliases[alias] = p.id
             for name in p.authors:
-                key = _phrase(name)
+                key = phrase(name)
                 t.authors.setdefault(key, []).append(p.id)
                 if key:
                     t.surnames.setdefault(key.split()[-1], set()).add(key)
@@ -432,7 +315,7 @@ class Retriever:
         for track in t.tracks:
             if track:
                 area, _, sub = track.partition(" · ")
-                parts = [p for p in (_tokens(track), _tokens(area), _tokens(sub)) if p]
+                parts = [p for p in (tokens(track), tokens(area), tokens(sub)) if p]
                 t.track_parts.append((track, parts))
         return t
 
@@ -479,24 +362,24 @@ class Retriever:
     def match_authors(self, name: str) -> list[str]:
         """Authors (folded full names) matching a full or partial, accent-free name."""
         self.load()
-        want = _tokens(name)
+        want = tokens(name)
         if not want:
             return []
         return sorted(
-            a for a in self._author_tokens.get(want[0], ()) if _contains(a.split(), want) >= 0
+            a for a in self._author_tokens.get(want[0], ()) if contains(a.split(), want) >= 0
         )
 
     def match_tracks(self, text: str) -> list[str]:
         """Tracks whose area or subarea is named by `text`; whole-name matches win."""
         self.load()
-        want = _tokens(text)
+        want = tokens(text)
         if not want:
             return []
         exact, partial = [], []
         for track, parts in self._track_parts:
             if any(p == want for p in parts):
                 exact.append(track)
-            elif any(_contains(p, want) >= 0 for p in parts):
+            elif any(contains(p, want) >= 0 for p in parts):
                 partial.append(track)
         return sorted(exact or partial)
 
@@ -509,7 +392,7 @@ class Retriever:
                 found = [
                     a
                     for a in self._author_tokens.get(span[0], ())
-                    if _contains(a.split(), span) >= 0
+                    if contains(a.split(), span) >= 0
                 ]
                 if found and size > len(best[1]):
                     best = (found, span)
@@ -530,14 +413,14 @@ class Retriever:
         for m in _WORD.finditer(original):
             w = m.group()
             if len(w) > 1 and w.isupper():
-                acronyms.update(_tokens(w))
+                acronyms.update(tokens(w))
                 continue
             if not w[:1].isupper():
                 continue
             starts = not original[: m.start()].strip() or bool(
                 _SENTENCE_END.search(original[: m.start()])
             )
-            (opening if starts else capitalised).update(_tokens(w))
+            (opening if starts else capitalised).update(tokens(w))
         for at, w in enumerate(words):
             if w not in self._surnames or w in _STOP or (w in acronyms and w not in capitalised):
                 continue
@@ -552,7 +435,7 @@ class Retriever:
         best: tuple[list[str], list[str]] = ([], [])
         for _, parts in self._track_parts:
             for part in parts:
-                if len(part) > len(best[1]) and _contains(words, part) >= 0:
+                if len(part) > len(best[1]) and contains(words, part) >= 0:
                     best = ([], part)
         if not best[1]:
             return [], []
@@ -591,7 +474,7 @@ class Retriever:
             within = {self.resolve(pid) for pid in within} & set(self.papers)
             if not within:
                 return Retrieval(query, [], True, "none of the earlier papers is indexed")
-            words = [w for w in _tokens(query) if w not in _STOP]
+            words = [w for w in tokens(query) if w not in _STOP]
             if not words:
                 return Retrieval(query, self._listing(within), False, "", "filtered")
             found = self._topical(query, len(within), within, "hybrid", [], [])
@@ -640,7 +523,7 @@ class Retriever:
                     query, [], True, f"no indexed track matches {track!r}", "track", authors, tracks
                 )
 
-        words = _tokens(query)
+        words = tokens(query)
         if mode == "hybrid" and not (author or track):
             meta = self._metadata_question(query, words)
             if meta is not None:
@@ -672,7 +555,7 @@ class Retriever:
             rest = [w for w in words if w not in used and w not in _STOP]
             ids = {pid for a in found_authors for pid in self._authors[a]}
             names = sorted(
-                {n for pid in ids for n in self.papers[pid].authors if _phrase(n) in found_authors}
+                {n for pid in ids for n in self.papers[pid].authors if phrase(n) in found_authors}
             )
             if not rest:
                 return Retrieval(query, self._listing(ids), False, "", "author", names)
@@ -809,7 +692,7 @@ class Retriever:
         Matched as a substring of all titles and abstracts, so it errs towards "mentioned"
         ("PC" is inside "PCA"); the text is joined on the first question that has a name.
         """
-        names = [n for n in _NAME.findall(query) if not n.isdigit()]
+        names = coined_tokens(query)
         if not names:
             return None
         text = self._text()
@@ -939,9 +822,8 @@ def relevance(dense: list[Ranked], sparse: list[Ranked]) -> float:
 
 def _mentions(paper: Paper, terms: list[str]) -> bool:
     """Whether the paper's title or abstract has any of the terms (plural/singular alike)."""
-    text = set(_tokens(f"{paper.title} {paper.abstract}"))
-    stems = {t.rstrip("s") for t in text}
-    return any(t in text or t.rstrip("s") in stems for t in terms)
+    said = set(stems(f"{paper.title} {paper.abstract}"))
+    return any(stem in said for term in terms for stem in stems(term))
 
 
 def _best_per_paper(rows: Iterable[Ranked]) -> list[Ranked]:
@@ -963,7 +845,7 @@ def _strip_title(text: str, pid: str, papers: dict[str, Paper]) -> str:
 def _lead(abstract: str, limit: int = 300) -> str:
     """The first sentences of an abstract, up to about `limit` characters."""
     out = ""
-    for sentence in re.split(r"(?<=[.!?])\s+", abstract):
+    for sentence in split_sentences(abstract):
         if out and len(out) + len(sentence) > limit:
             break
         out = f"{out} {sentence}".strip()

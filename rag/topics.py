@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from rag.corpus import fold
+from rag.text import plain_words
+from rag.text import stems as _stems
 
 log = logging.getLogger(__name__)
 
@@ -38,42 +39,12 @@ NEAR_TOPIC = 0.6
 GENERIC_SHARE = 0.04
 # How many other words may stand between a topic's words in a paper.
 WINDOW_SLACK = 2
-# Function words, and fillers that name no topic ("diffusion-based large language models").
-_STOP = {
-    "and",
-    "for",
-    "the",
-    "with",
-    "via",
-    "from",
-    "into",
-    "of",
-    "in",
-    "on",
-    "to",
-    "a",
-    "an",
-    "based",
-    "large",
-    "using",
-    "towards",
-}
-_WORD = re.compile(r"[a-z0-9]+")
 _EITHER = re.compile(r"\bor\b", re.IGNORECASE)
 
 
-def _stem(word: str) -> str:
-    # A five-letter prefix is crude but errs one way: words it wrongly merges ("transfer",
-    # "transformer") count as mentioned, which only makes abstention rarer.
-    return word[:5]
-
-
 def _words(text: str) -> list[str]:
-    return [w.removesuffix("s") for w in _WORD.findall(fold(text)) if len(w) > 2 and w not in _STOP]
-
-
-def _stems(text: str) -> list[str]:
-    return [_stem(w) for w in _WORD.findall(fold(text)) if len(w) > 2 and w not in _STOP]
+    # Whole words (a plural "s" aside): spelling a topic out is matched word for word.
+    return [w.removesuffix("s") for w in plain_words(text)]
 
 
 class Topics:
@@ -166,9 +137,14 @@ class Topics:
             if len(words) >= min_words and self._needed[i] and f" {' '.join(words)} " in spelled
         ]
 
+    def _text_stems(self, text: str) -> list[str]:
+        # Every word counts towards the distance between a topic's words but the generic
+        # ones: "diffusion-based large language models" says "diffusion language models".
+        return [w for w in _stems(text, frozenset()) if w not in self._generic]
+
     def mentioned(self, topics: list[tuple[str, ...]], text: str) -> int:
         """How many of `topics` `text` has the words of, close together."""
-        words = [[w for w in _stems(text) if w not in self._generic]]
+        words = [self._text_stems(text)]
         return sum(_together(needed, words) for needed in topics)
 
     def unmentioned(
@@ -195,7 +171,7 @@ class Topics:
             sides = named if len(named) > 1 else [asked]
         # Each text's words in order, generic ones left out: "diffusion language models"
         # mentions "diffusion-based large language models".
-        words = [[w for w in _stems(t) if w not in self._generic] for t in texts]
+        words = [self._text_stems(t) for t in texts]
         candidates = [i for i, _sim in self._near(query_vector, 10)]
         if spelled:
             candidates += self._spelled(question, min_words=1)

@@ -14,14 +14,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rag.corpus import STOPWORDS, Paper, fold
+from rag.corpus import Paper
+from rag.text import (
+    GENERIC_WORDS,
+    STOPWORDS,
+    fold,
+    split_sentences,
+    stem,
+)
+from rag.text import (
+    coined_tokens as name_tokens,
+)
 
 # Calibrated with `python -m evals.verifier` on evals/verifier_calibration.jsonl.
 SUPPORT_THRESHOLD = 0.725
 EMBED_WEIGHT = 0.6
 OVERLAP_WEIGHT = 0.4
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(\[])")
 _CITATION = re.compile(r"\[\s*\d+(?:\s*[,;–-]\s*\d+)*\s*\]")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z\-]+")
@@ -49,57 +58,8 @@ _NEGATIONS = {
     "degrades",
     "lacks",
 }
-_STOP = STOPWORDS | set(
-    [
-        "they",
-        "them",
-        "us",
-        "not",
-        "no",
-        "also",
-        "both",
-        "such",
-        "then",
-        "onto",
-        "over",
-        "across",
-        "between",
-        "within",
-        "via",
-        "using",
-        "use",
-        "uses",
-        "used",
-        "based",
-        "method",
-        "methods",
-        "approach",
-        "model",
-        "models",
-        "propose",
-        "proposes",
-        "proposed",
-        "shows",
-        "shown",
-        "present",
-        "presents",
-        "introduce",
-        "introduces",
-        "study",
-        "studies",
-        "new",
-        "more",
-        "most",
-        "less",
-        "each",
-        "two",
-        "three",
-        "while",
-        "whereas",
-        "et",
-        "al",
-    ]
-)
+# Words any abstract uses say nothing about whether a sentence is supported.
+_STOP = STOPWORDS | GENERIC_WORDS
 
 
 @dataclass(frozen=True)
@@ -117,11 +77,6 @@ class Verifier(Protocol):
     def check(self, sentence: str, sources: Sequence[Paper]) -> Verdict: ...
 
 
-def split_sentences(text: str) -> list[str]:
-    parts = _SENTENCE_END.split(" ".join(text.split()))
-    return [p.strip() for p in parts if p.strip()]
-
-
 def strip_citations(text: str) -> str:
     return " ".join(_CITATION.sub(" ", text).split()).replace(" .", ".")
 
@@ -136,29 +91,8 @@ def numbers(text: str) -> set[str]:
     return out
 
 
-def _stem(word: str) -> str:
-    w = word.lower()
-    for suffix in (
-        "ations",
-        "ation",
-        "ments",
-        "ment",
-        "ings",
-        "ing",
-        "ies",
-        "ied",
-        "es",
-        "ed",
-        "ly",
-        "s",
-    ):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
-            return w[: -len(suffix)]
-    return w
-
-
 def content_words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(fold(text)) if w not in _STOP and len(w) > 2}
+    return {stem(w) for w in _WORD.findall(fold(text)) if w not in _STOP and len(w) > 2}
 
 
 def coined_tokens(text: str) -> set[str]:
@@ -166,14 +100,7 @@ def coined_tokens(text: str) -> set[str]:
 
     All-capital short forms (VAE, SAEs, LLM) are left out: an answer may abbreviate what the
     abstract spells out."""
-    out = set()
-    for tok in re.findall(r"[A-Za-z0-9]+", text):
-        if re.fullmatch(r"[A-Z]{2,5}s?", tok):
-            continue
-        mixed = any(c.isupper() for c in tok[1:]) and any(c.islower() for c in tok)
-        if mixed or (any(c.isdigit() for c in tok) and any(c.isalpha() for c in tok)):
-            out.add(tok.casefold())
-    return out
+    return {t.casefold() for t in name_tokens(text.replace("-", " "), acronyms=False)}
 
 
 class AlignmentVerifier:

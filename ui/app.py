@@ -30,7 +30,7 @@ from rag.corpus import (
 from rag.index import IndexError_, IngestSummary, PaperIndex
 from rag.retrieve import Retriever
 from rag.settings import Settings  # sets GRADIO_ANALYTICS_ENABLED=False before gradio loads
-from rag.verify import split_sentences
+from rag.text import split_sentences
 
 EXAMPLES = [
     "Which papers use sparse autoencoders?",

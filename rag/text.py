@@ -1,0 +1,127 @@
+"""Text utilities every stage shares: folding, words, stems, stop words, sentences, names.
+
+The word lists are data files in `rag/words/` (one word a line, `#` comments):
+- `stopwords.txt`: function words, which carry no topic anywhere;
+- `generic.txt`: words nearly every abstract uses whatever its topic;
+- `question.txt`: words that frame a question about the collection ("which papers", "by",
+  "track", "published") rather than say what it is about.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nltk.stem.snowball import EnglishStemmer
+
+WORDS_DIR = Path(__file__).with_name("words")
+
+
+def _word_list(name: str) -> frozenset[str]:
+    text = (WORDS_DIR / f"{name}.txt").read_text(encoding="utf-8")
+    return frozenset(w.strip() for w in text.splitlines() if w.strip() and w[:1] != "#")
+
+
+STOPWORDS = _word_list("stopwords")
+GENERIC_WORDS = _word_list("generic")
+QUESTION_WORDS = _word_list("question")
+
+
+def fold(text: str) -> str:
+    """Case- and accent-insensitive form used for matching names, tracks and words."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return " ".join(stripped.casefold().split())
+
+
+_WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
+# "Bouniot's papers", "what's in the theory track": the clitic is not part of the word, so
+# the name matches its author and "what" its stopword. "O'Brien" keeps its apostrophe.
+_CLITIC = re.compile(r"['’](?:s|re|ve|ll|d|m)$")
+
+
+def tokens(text: str) -> list[str]:
+    """Folded words, hyphenated words kept whole ("fs-dfm", "o'brien")."""
+    words = (_CLITIC.sub("", t).strip("'’-") for t in _WORD.findall(fold(text)))
+    return [w for w in words if w]
+
+
+def phrase(text: str) -> str:
+    return " ".join(tokens(text))
+
+
+def contains(haystack: list[str], needle: list[str]) -> int:
+    """Start of `needle` as a contiguous run in `haystack`, or -1."""
+    n = len(needle)
+    for i in range(len(haystack) - n + 1):
+        if haystack[i : i + n] == needle:
+            return i
+    return -1
+
+
+_ALNUM = re.compile(r"[a-z0-9]+")
+
+
+def plain_words(text: str, drop: frozenset[str] = STOPWORDS) -> list[str]:
+    """Folded alphanumeric words of three letters or more, in order, `drop` left out
+    (hyphenated words split: "diffusion-based" -> "diffusion")."""
+    return [w for w in _ALNUM.findall(fold(text)) if len(w) > 2 and w not in drop]
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """The Snowball (Porter 2) stem: "robustness" and "robust", "watermarking" and
+    "watermark" meet, "exploit" and "exploration" do not."""
+    return _snowball().stem(word)
+
+
+@lru_cache(maxsize=1)
+def _snowball() -> EnglishStemmer:
+    from nltk.stem.snowball import EnglishStemmer  # pure Python; needs no nltk data
+
+    return EnglishStemmer()
+
+
+def stems(text: str, drop: frozenset[str] = STOPWORDS) -> list[str]:
+    return [stem(w) for w in plain_words(text, drop)]
+
+
+# A sentence ends at . ! or ? before a capital, digit, quote or bracket: abstracts'
+# abbreviations ("e.g. the", "et al. show") are followed by lower case and stay whole.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(\[])")
+
+
+def split_sentences(text: str) -> list[str]:
+    parts = _SENTENCE_END.split(" ".join(text.split()))
+    return [p.strip() for p in parts if p.strip()]
+
+
+_NAME_PART = re.compile(r"[A-Za-z0-9]+(?:[-‑][A-Za-z0-9]+)*")
+_ACRONYM = re.compile(r"[A-Z]{2,5}s?")
+
+
+def looks_coined(token: str) -> bool:
+    """Whether a token is shaped like a coined name rather than a word: capitals past its
+    first letter (TimeSAE, BLEU, xLSTM) or digits among letters (GPT-2, ResNet-50, I2P)."""
+    body = token.replace("-", "").replace("‑", "")
+    has_alpha = any(c.isalpha() for c in body)
+    return has_alpha and (any(c.isupper() for c in body[1:]) or any(c.isdigit() for c in body))
+
+
+def is_acronym(token: str) -> bool:
+    """An all-capital short form (VAE, LLMs): text may spell it out instead."""
+    return bool(_ACRONYM.fullmatch(token))
+
+
+def coined_tokens(text: str, acronyms: bool = True) -> list[str]:
+    """Tokens of `text` shaped like coined names, in order, as written; without
+    `acronyms`, all-capital short forms are left out."""
+    return [
+        t
+        for t in _NAME_PART.findall(text)
+        if looks_coined(t) and (acronyms or not is_acronym(t)) and not t.isdigit()
+    ]
