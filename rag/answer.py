@@ -17,6 +17,7 @@ from typing import Any
 
 from rag.corpus import Paper
 from rag.llm import AnswerCutOff, Backend, BackendError, make_backend
+from rag.query import Asks
 from rag.retrieve import Retrieval, Retriever
 from rag.settings import Settings
 from rag.text import split_sentences
@@ -52,20 +53,6 @@ CONFIDENT_RELEVANCE = 0.75
 EXTRACTIVE_MARGIN = 0.12
 NO_COVERAGE = "The indexed abstracts don't cover this question."
 
-_FULL_TEXT = re.compile(
-    r"\b(gpus?|tpus?|hardware|compute budget|hyper-?parameters?|learning rates?|batch sizes?|"
-    r"epochs?|training time|wall-?clock|appendix|table \d+|figure \d+|fig\. ?\d+|section \d+|"
-    r"lemma \d+|theorem \d+|proof of|source code|github|random seeds?|data splits?|"
-    r"licen[cs]e|funding|acknowledg\w*|optimizer|weight decay|warm-?up steps)\b",
-    re.IGNORECASE,
-)
-_EXPLANATION = re.compile(r"\s*(?:why|how come)\b", re.IGNORECASE)
-_NUMERIC_QUESTION = re.compile(
-    r"\b(how (?:much|many|fast|large|big|long|small|often)|what (?:is|was) the \w+ (?:rate|"
-    r"score|accuracy|speed-?up)|what (?:fraction|share|proportion|percentage|ratio)|by how|"
-    r"percent|speed-?up|faster|accuracy)\b",
-    re.IGNORECASE,
-)
 # Citation forms small models write instead of [n]: "Source 1", "[Source 2]", "(3)", "[1][2]".
 _CITE_FORMS = [
     (re.compile(r"\[\s*(?:source|src|doc(?:ument)?|paper)\s*(\d+)\s*\]", re.I), r"[\1]"),
@@ -177,6 +164,9 @@ class Answer:
     timings: dict[str, float] = field(default_factory=dict)
     mode: str = "topical"
     signals: dict[str, float] = field(default_factory=dict)
+    asks: Asks = Asks.TOPIC  # what the question asks for (rag.query)
+    total: int = 0  # papers that match a question asking for all of them
+    full_text_detail: str = ""  # a detail the question asks for that only full papers state
     # How well each prompt source's best sentence matches the question (extractive answers).
     best_sims: list[float] = field(default_factory=list, repr=False)
 
@@ -193,6 +183,8 @@ class Answer:
             "reason": self.reason,
             "note": self.note,
             "mode": self.mode,
+            "asks": self.asks.value,
+            "total": self.total or len(self.sources),
             "citations": [
                 {k: v for k, v in s.to_dict().items() if k not in ("abstract", "score")}
                 for s in self.citations
@@ -291,6 +283,10 @@ class Answerer:
         k = k or self.settings.answer.sources
         result = self.retriever.retrieve(question, k=k, author=author, track=track, within=within)
         answer = Answer(question=question, mode=result.mode, signals=dict(result.signals))
+        if result.parsed is not None:
+            answer.asks = result.parsed.asks
+            answer.full_text_detail = result.parsed.full_text_detail
+        answer.total = result.total
         answer.timings["retrieve_ms"] = round((time.perf_counter() - started) * 1000, 1)
         answer.sources = [
             Source(i, h.paper, h.score, h.passage) for i, h in enumerate(result.hits, start=1)
@@ -337,21 +333,24 @@ class Answerer:
         prompt_sources = answer.sources[: settings.prompt_sources]
         for s in prompt_sources:
             s.in_prompt = True
-        picked, answer.best_sims = self._pick_sentences(answer.question, prompt_sources)
+        picked, answer.best_sims = self._pick_sentences(
+            answer.question, prompt_sources, answer.asks is Asks.DETAIL
+        )
 
-        # A "why" question asks for an explanation, which abstracts give; a detail it names
-        # is its subject, not what it asks for.
-        needs = None if _EXPLANATION.match(answer.question) else _FULL_TEXT.search(answer.question)
-        if needs and not any(needs.group(0).lower() in " ".join(v).lower() for v in picked):
+        needs = answer.full_text_detail
+        if needs and not any(needs.lower() in " ".join(v).lower() for v in picked):
             answer.abstained = True
-            answer.reason = (
-                f"the question asks for {needs.group(0)!r}, a detail abstracts do not state"
-            )
+            answer.reason = f"the question asks for {needs!r}, a detail abstracts do not state"
             answer.text = (
-                f"The indexed abstracts don't state this ({needs.group(0)}); it would be in the "
+                f"The indexed abstracts don't state this ({needs}); it would be in the "
                 "full papers. The closest papers are listed below."
             )
             return
+        if answer.total > len(prompt_sources):
+            answer.note = (
+                f"{answer.total} indexed papers match; the answer draws on the closest "
+                f"{len(prompt_sources)}, and every match is listed with the sources."
+            )
 
         backend = None
         if self.settings.llm.backend != "extractive":
@@ -391,7 +390,7 @@ class Answerer:
         self._check(answer, "".join(chunks), picked)
 
     def _pick_sentences(
-        self, question: str, sources: list[Source]
+        self, question: str, sources: list[Source], numeric: bool = False
     ) -> tuple[list[list[str]], list[float]]:
         """The few sentences of each source the question needs, in their original order."""
         per = self.settings.answer.sentences_per_source
@@ -402,7 +401,6 @@ class Answerer:
         model = self.retriever.index.query_model
         vectors = model.get_text_embedding_batch(flat)
         q = model.get_query_embedding(question)
-        numeric = bool(_NUMERIC_QUESTION.search(question))
         words = {w for w in re.findall(r"\w{4,}", question.lower())}
         picked, best, i = [], [], 0
         for group in all_sentences:
@@ -437,22 +435,23 @@ class Answerer:
             if i and sims and sims[i] < max(EXTRACTIVE_MIN_SIM, top - EXTRACTIVE_MARGIN):
                 continue
             if group and len(sentences) < 3:
-                best = self._best_of(answer.question, group)
+                best = self._best_of(answer.question, group, answer.asks is Asks.DETAIL)
                 sentences.append(
                     Sentence(f"{clean_text(s.paper.display_name)}: {best}", [s.n], True, 1.0, best)
                 )
         answer.sentences = sentences
         answer.text = " ".join(f"{s.text} [{s.citations[0]}]" for s in sentences)
         if note:
-            answer.note = f"{note} Showing the most relevant sentences of the sources instead."
+            shown = f"{note} Showing the most relevant sentences of the sources instead."
+            answer.note = f"{answer.note} {shown}".strip()
             answer.backend, answer.model = "extractive", ""
         elif not answer.backend:
             answer.backend = "extractive"
 
-    def _best_of(self, question: str, group: list[str]) -> str:
+    def _best_of(self, question: str, group: list[str], numeric: bool) -> str:
         # A question asking for a number is answered by a sentence that has one, however
         # close a sentence without numbers is: "how many training runs" wants "7,000 runs".
-        if _NUMERIC_QUESTION.search(question):
+        if numeric:
             group = [s for s in group if numbers(s)] or group
         if len(group) == 1:
             return group[0]

@@ -10,22 +10,11 @@ unusable. Only questions that look like follow-ups pay for the extra model call.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from rag.answer import Answer, Answerer, clean_text
 from rag.llm import BackendError
-
-_OF_THOSE = re.compile(
-    r"\b(?:(?:which|what|how many|any)\s+(?:ones?\s+)?of\s+(?:those|these|them|the above)|"
-    r"among\s+(?:those|these|them)|of\s+(?:those|these|them)|(?:those|these)\s+(?:papers|ones)|"
-    r"they|them|their)\b",
-    re.IGNORECASE,
-)
-_LEAD = re.compile(r"^\s*(?:and|also|so|ok(?:ay)?|then|but)\b[\s,]*", re.IGNORECASE)
-_IT = re.compile(
-    r"\b(?:it|its|this (?:paper|method|model|work)|that (?:paper|method|model))\b", re.IGNORECASE
-)
+from rag.query import follow_up, looks_like_follow_up, replace_it
 
 
 @dataclass
@@ -42,9 +31,7 @@ class Conversation:
     turns: list[Turn] = field(default_factory=list)
 
     def is_follow_up(self, question: str) -> bool:
-        return bool(self.turns) and bool(
-            _OF_THOSE.search(question) or _IT.search(question) or _LEAD.match(question)
-        )
+        return bool(self.turns) and looks_like_follow_up(question)
 
     def condense(self, answerer: Answerer, question: str) -> str | None:
         """The LLM's standalone rewrite of a follow-up, or None if unusable or unavailable."""
@@ -76,14 +63,12 @@ class Conversation:
             return question, None
         last = self.turns[-1].answer
         ids = {s.paper.id for s in last.sources}
-        if ids and _OF_THOSE.search(question):
-            query = _OF_THOSE.sub(" ", _LEAD.sub("", question))
-            query = re.sub(r"^\s*(?:which|what)\b", "", query, flags=re.I)
-            return " ".join(query.split()).strip(" ?") or question, ids
+        f = follow_up(question)
+        if ids and f.of_those:
+            return f.rest, ids
         cited = last.citations or last.sources[:1]
-        if len(cited) == 1 and _IT.search(question):
-            name = cited[0].paper.display_name
-            return _IT.sub(name, _LEAD.sub("", question), count=1), None
+        if len(cited) == 1 and f.about_it:
+            return replace_it(question, cited[0].paper.display_name), None
         return question, None
 
     def ask(self, answerer: Answerer, question: str, **kwargs: object) -> tuple[Answer, str]:

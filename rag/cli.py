@@ -172,6 +172,9 @@ def search_main(argv: Sequence[str] | None = None) -> int:
         what = ", ".join(result.authors or result.tracks)
         n = len(result.hits)
         print(f"{n} paper{'' if n == 1 else 's'} ({result.mode}: {what}):")
+    elif result.total:
+        n = result.total
+        print(f"{n} indexed paper{'' if n == 1 else 's'} mention{'s' if n == 1 else ''} the topic:")
     from rag.answer import clean_text  # terminal text: no markup or escape sequences
 
     for n, h in enumerate(result.hits, start=1):

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -21,17 +20,11 @@ from typing import Any, Generic, TypeVar, cast
 
 from rag.corpus import Paper
 from rag.index import Hit, PaperIndex, Snapshot
+from rag.query import Query, Vocabulary, parse
 from rag.text import (
     GENERIC_WORDS,
-    QUESTION_WORDS,
-    STOPWORDS,
-    coined_tokens,
-    contains,
-    fold,
-    phrase,
     split_sentences,
     stems,
-    tokens,
 )
 from rag.topics import Topics
 
@@ -46,7 +39,6 @@ LEG_WEIGHTS = {"dense": 1.0, "bm25": 0.5}
 TOPIC_BM25_WEIGHT = 1.0
 RRF_K = 20.0
 Ranked = tuple[str, float, str]  # (paper id, score, best passage)
-MAX_NAME_SHARERS = 3
 # Relevance of a topical question to the collection, from the dense and BM25 legs:
 #   best cosine + GAP_WEIGHT * (best cosine - mean of the next five) + BM25_WEIGHT * min(best
 #   BM25 score, BM25_CAP).
@@ -64,42 +56,6 @@ TOPIC_CHECK_PAPERS = 3
 # Of this many best fused papers, those that mention the topic a question names go first.
 TOPIC_FIRST_DEPTH = 20
 
-_WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
-_CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
-_WHAT_IS = re.compile(
-    r"\b(?i:what|how)\s+(?i:is|are|does|do|did|was)\s+(?i:the\s+|an?\s+)?([A-Z][\w\-]*[\w])"
-)
-# Words that say nothing about a question's topic; a follow-up's filter also drops the
-# words every abstract uses, since it needs words that tell papers apart.
-_STOP = STOPWORDS | QUESTION_WORDS
-_GENERIC = GENERIC_WORDS
-# "by" is no cue on its own ("by how much", "word by word"); a name right after it is.
-_AUTHOR_CUES = re.compile(
-    r"(?:authors?|authored|co-?authors?|co-?authored|wrote|written|publish(?:ed)?|"
-    r"worked|surname)"
-)
-CUE_REACH = 3  # words between an author cue and the surname it is about
-_SENTENCE_END = re.compile(r"[.?!:;]\s*$")
-_ASKS_FOR_PAPERS = re.compile(r"\bpapers?\b", re.IGNORECASE)
-# ICML's position papers are a track of their own, but listings file them under their
-# subject area; their titles ("Position: ...") or abstracts say what they are.
-POSITION_TRACK = "Position papers"
-_POSITION = re.compile(r"^\s*position\s*:|\bposition papers?\b", re.IGNORECASE)
-
-
-def is_position_paper(p: Paper) -> bool:
-    return bool(_POSITION.search(p.title) or _POSITION.search(p.abstract))
-
-
-_TRACK_CUES = re.compile(r"\b(?:track|tracks|area|subarea|category|filed|submitted under)\b")
-_UNKNOWN_AUTHOR = re.compile(
-    r"^(?:(?:list|show|find|give me)\s+)?(?:all\s+)?(?:the\s+)?(?:papers?|work|articles?)\s+"
-    r"(?:written\s+|authored\s+|co-?authored\s+)?by\s+(?P<name>[\w .'\-]+?)\s*\??$"
-    r"|^what\s+(?:has|have|did)\s+(?P<name2>[\w .'\-]+?)\s+(?:worked|work|published|written)"
-    r"\b",
-    re.IGNORECASE,
-)
-
 
 @dataclass
 class Retrieval:
@@ -114,6 +70,8 @@ class Retrieval:
     tracks: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     signals: dict[str, float] = field(default_factory=dict)
+    parsed: Query | None = None  # the question as retrieval understood it
+    total: int = 0  # papers that match when the question wants all of them (0: not counted)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +83,8 @@ class Retrieval:
             "tracks": self.tracks,
             "timings": self.timings,
             "signals": self.signals,
+            "asks": self.parsed.asks.value if self.parsed else "",
+            "total": self.total or len(self.hits),
             "results": [hit_dict(h) for h in self.hits],
         }
 
@@ -145,28 +105,14 @@ def hit_dict(h: Hit) -> dict[str, Any]:
 
 @dataclass
 class _Tables:
-    """What retrieval reads of one version of the store, built from one PaperIndex snapshot.
-
-    The lazily filled caches at the end belong to the version too.
-    """
+    """What retrieval reads of one version of the store, built from one PaperIndex snapshot."""
 
     version: str = ""
     content: dict[str, str] = field(default_factory=dict)  # paper id -> content hash
-    papers: dict[str, Paper] = field(default_factory=dict)
-    aliases: dict[str, str] = field(default_factory=dict)
-    authors: dict[str, list[str]] = field(default_factory=dict)  # folded full name -> ids
-    surnames: dict[str, set[str]] = field(default_factory=dict)  # last token -> full names
-    author_tokens: dict[str, set[str]] = field(default_factory=dict)  # any token -> names
-    track_parts: list[tuple[str, list[list[str]]]] = field(default_factory=list)
-    names: dict[str, list[str]] = field(default_factory=dict)  # coined name / short title
-    tracks: dict[str, list[str]] = field(default_factory=dict)  # track -> paper ids
-    capitalised: dict[str, set[str]] = field(default_factory=dict)  # "IPVRM" -> paper ids
+    vocab: Vocabulary = field(default_factory=Vocabulary)
     bm25: Any = None
-    all_text: str | None = None  # every title and abstract, lower-cased
-    # "guidance" -> {"Guidance"} (of "Guidance: ..."), "model" -> {"MODEL"} (coined)
-    spellings: dict[str, set[str]] = field(default_factory=dict)
-    ordinary: dict[str, bool] = field(default_factory=dict)
-    word_counts: dict[str, int] = field(default_factory=dict)
+    # Lazily filled for questions that want every matching paper: stem -> paper ids.
+    postings: dict[str, set[str]] | None = None
 
 
 T = TypeVar("T")
@@ -195,21 +141,10 @@ class Retriever:
     so vectors of one version never come with the text of another.
     """
 
-    papers = _Versioned[dict[str, Paper]]()
-    _aliases = _Versioned[dict[str, str]]()
-    _authors = _Versioned[dict[str, list[str]]]()
-    _surnames = _Versioned[dict[str, set[str]]]()
-    _author_tokens = _Versioned[dict[str, set[str]]]()
-    _track_parts = _Versioned[list[tuple[str, list[list[str]]]]]()
-    _names = _Versioned[dict[str, list[str]]]()
-    _tracks = _Versioned[dict[str, list[str]]]()
-    _capitalised = _Versioned[dict[str, set[str]]]()
+    _vocab = _Versioned[Vocabulary]()
     _bm25 = _Versioned[Any]()
-    _all_text = _Versioned[str | None]()
-    _spellings = _Versioned[dict[str, set[str]]]()
-    _ordinary = _Versioned[dict[str, bool]]()
-    _word_counts = _Versioned[dict[str, int]]()
     _content = _Versioned[dict[str, str]]()
+    _postings = _Versioned[dict[str, set[str]] | None]()
 
     def __init__(self, index: PaperIndex) -> None:
         self.index = index
@@ -290,43 +225,26 @@ class Retriever:
         return True
 
     def _build(self, snapshot: Snapshot) -> _Tables:
-        t = _Tables(version=snapshot.version, content=snapshot.content, bm25=snapshot.bm25)
-        for p in snapshot.papers:
-            t.papers[p.id] = p
-            for alias in p.aliases:
-                t.aliases[alias] = p.id
-            for name in p.authors:
-                key = phrase(name)
-                t.authors.setdefault(key, []).append(p.id)
-                if key:
-                    t.surnames.setdefault(key.split()[-1], set()).add(key)
-                    for tok in key.split():
-                        t.author_tokens.setdefault(tok, set()).add(key)
-            t.tracks.setdefault(p.track, []).append(p.id)
-            if is_position_paper(p):
-                t.tracks.setdefault(POSITION_TRACK, []).append(p.id)
-            for name, spelled in self._names_of(p):
-                ids = t.names.setdefault(name, [])
-                if p.id not in ids:
-                    ids.append(p.id)
-                t.spellings.setdefault(name, set()).add(spelled)
-            for tok in set(_CAPITALISED.findall(f"{p.title} {p.abstract}")):
-                t.capitalised.setdefault(tok, set()).add(p.id)
-        for track in t.tracks:
-            if track:
-                area, _, sub = track.partition(" · ")
-                parts = [p for p in (tokens(track), tokens(area), tokens(sub)) if p]
-                t.track_parts.append((track, parts))
-        return t
+        return _Tables(
+            version=snapshot.version,
+            content=snapshot.content,
+            bm25=snapshot.bm25,
+            vocab=Vocabulary.build(snapshot.papers),
+        )
 
-    @staticmethod
-    def _names_of(p: Paper) -> Iterable[tuple[str, str]]:
-        """(folded, as spelled) for each name the paper coins or its title leads with."""
-        for name in p.names:
-            yield fold(name), name
-        head = p.title.split(":", 1)[0].strip()
-        if ":" in p.title and len(head.split()) <= 3:
-            yield fold(head), head  # "TVI-CoT: Text-Visual ..." -> "tvi-cot"
+    @property
+    def papers(self) -> dict[str, Paper]:
+        return self._vocab.papers
+
+    def parse(
+        self,
+        question: str,
+        author: str | None = None,
+        track: str | None = None,
+        within: Iterable[str] | None = None,
+    ) -> Query:
+        """The question understood against the loaded collection (rag.query)."""
+        return parse(question, self._vocab, author, track, within)
 
     @property
     def vector_index(self) -> Any:
@@ -350,96 +268,12 @@ class Retriever:
     def resolve(self, paper_id: str) -> str:
         """The current id of a paper known by an older or other id."""
         self.load()
-        return paper_id if paper_id in self.papers else self._aliases.get(paper_id, paper_id)
+        return paper_id if paper_id in self.papers else self._vocab.aliases.get(paper_id, paper_id)
 
     @property
     def tracks(self) -> list[str]:
         self.load()
-        return sorted(t for t in self._tracks if t)
-
-    # ------------------------------------------------------------------ metadata
-
-    def match_authors(self, name: str) -> list[str]:
-        """Authors (folded full names) matching a full or partial, accent-free name."""
-        self.load()
-        want = tokens(name)
-        if not want:
-            return []
-        return sorted(
-            a for a in self._author_tokens.get(want[0], ()) if contains(a.split(), want) >= 0
-        )
-
-    def match_tracks(self, text: str) -> list[str]:
-        """Tracks whose area or subarea is named by `text`; whole-name matches win."""
-        self.load()
-        want = tokens(text)
-        if not want:
-            return []
-        exact, partial = [], []
-        for track, parts in self._track_parts:
-            if any(p == want for p in parts):
-                exact.append(track)
-            elif any(contains(p, want) >= 0 for p in parts):
-                partial.append(track)
-        return sorted(exact or partial)
-
-    def _find_author_in(self, words: list[str], original: str) -> tuple[list[str], list[str]]:
-        """Author names in the query and the query words they used."""
-        best: tuple[list[str], list[str]] = ([], [])
-        for size in (4, 3, 2):
-            for i in range(len(words) - size + 1):
-                span = words[i : i + size]
-                found = [
-                    a
-                    for a in self._author_tokens.get(span[0], ())
-                    if contains(a.split(), span) >= 0
-                ]
-                if found and size > len(best[1]):
-                    best = (found, span)
-            if best[0]:
-                return best
-        # A lone surname is also often an English word ("Good", "Bigger", "Can", "E"), so a
-        # word is taken for one only on a sign that it is a name here: capitalised inside a
-        # sentence ("Has Locatello got ..."; an acronym such as "AI agents" is not the
-        # surname Ai), right after "by" ("papers by akata", not "word by word"), or a
-        # word the papers' own text (almost) never uses, near an author cue ("which papers
-        # list bouniot as an author", not "a good proxy ... according to professional
-        # authors") or opening the question ("Bouniot's papers?").
-        cues = [i for i, w in enumerate(words) if _AUTHOR_CUES.fullmatch(w)]
-        cues += [i + 1 for i, w in enumerate(words[:-1]) if w == "papers" and words[i + 1] == "of"]
-        capitalised: set[str] = set()
-        opening: set[str] = set()
-        acronyms: set[str] = set()
-        for m in _WORD.finditer(original):
-            w = m.group()
-            if len(w) > 1 and w.isupper():
-                acronyms.update(tokens(w))
-                continue
-            if not w[:1].isupper():
-                continue
-            starts = not original[: m.start()].strip() or bool(
-                _SENTENCE_END.search(original[: m.start()])
-            )
-            (opening if starts else capitalised).update(tokens(w))
-        for at, w in enumerate(words):
-            if w not in self._surnames or w in _STOP or (w in acronyms and w not in capitalised):
-                continue
-            after_by = at > 0 and words[at - 1] == "by"
-            cued = any(abs(at - i) <= CUE_REACH for i in cues)
-            rare = (cued or w in opening) and self._is_rare_word(w)
-            if w in capitalised or after_by or rare:
-                return sorted(self._surnames[w]), [w]
-        return [], []
-
-    def _find_track_in(self, words: list[str]) -> tuple[list[str], list[str]]:
-        best: tuple[list[str], list[str]] = ([], [])
-        for _, parts in self._track_parts:
-            for part in parts:
-                if len(part) > len(best[1]) and contains(words, part) >= 0:
-                    best = ([], part)
-        if not best[1]:
-            return [], []
-        return self.match_tracks(" ".join(best[1])), best[1]
+        return sorted(t for t in self._vocab.tracks if t)
 
     # ------------------------------------------------------------------ search
 
@@ -458,127 +292,80 @@ class Retriever:
         started = time.perf_counter()
         self.refresh()
         with self._answering():
-            return self._retrieve_in(query, k, author, track, mode, within, started)
+            q = self.parse(query, author, track, within)
+            result = self._retrieve(q, k, mode)
+            result.parsed = q
+            result.timings["retrieve_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            return result
 
-    def _retrieve_in(
-        self,
-        query: str,
-        k: int,
-        author: str | None,
-        track: str | None,
-        mode: str,
-        within: set[str] | None,
-        started: float,
-    ) -> Retrieval:
-        if within is not None:
-            within = {self.resolve(pid) for pid in within} & set(self.papers)
-            if not within:
-                return Retrieval(query, [], True, "none of the earlier papers is indexed")
-            words = [w for w in tokens(query) if w not in _STOP]
-            if not words:
-                return Retrieval(query, self._listing(within), False, "", "filtered")
-            found = self._topical(query, len(within), within, "hybrid", [], [])
-            # Every earlier paper ranks somewhere; only those whose text has the follow-up's
-            # topical words (or that it names) answer "which of those ...".
-            terms = [w for w in words if w not in _GENERIC and len(w) > 3]
-            found.hits = [
-                h
-                for h in found.hits
-                if "name" in h.matched or (terms and _mentions(h.paper, terms))
-            ][:k]
-            if not found.hits:
-                return Retrieval(
-                    query, [], True, f"none of the earlier papers mention {query!r}", "filtered"
-                )
-            found.mode = "filtered"
-            return found
-        result = self._retrieve(query, k, author, track, mode)
-        result.timings["retrieve_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        return result
-
-    def _retrieve(
-        self, query: str, k: int, author: str | None, track: str | None, mode: str
-    ) -> Retrieval:
+    def _retrieve(self, q: Query, k: int, mode: str) -> Retrieval:
+        text = q.text
+        # The baselines (dense, bm25) read no names from the wording; explicit filters hold.
+        meta = q.explicit or mode == "hybrid"
+        if meta and q.unknown_author:
+            return Retrieval(
+                text,
+                [],
+                True,
+                f"no indexed paper lists {q.unknown_author!r} as an author",
+                "author",
+            )
         allowed: set[str] | None = None
         authors: list[str] = []
-        tracks: list[str] = []
-        if author:
-            authors = self.match_authors(author)
-            allowed = {pid for a in authors for pid in self._authors[a]}
-            if not allowed:
-                return Retrieval(
-                    query,
-                    [],
-                    True,
-                    f"no indexed paper lists {author!r} as an author",
-                    "author",
-                    authors,
-                )
-        if track:
-            tracks = self.match_tracks(track)
-            ids = {pid for t in tracks for pid in self._tracks[t]}
-            allowed = ids if allowed is None else allowed & ids
-            if not ids:
-                return Retrieval(
-                    query, [], True, f"no indexed track matches {track!r}", "track", authors, tracks
-                )
-
-        words = tokens(query)
-        if mode == "hybrid" and not (author or track):
-            meta = self._metadata_question(query, words)
-            if meta is not None:
-                return meta
-
-        topical = [w for w in words if w not in _STOP]
-        if allowed is not None and not topical:
-            hits = self._listing(allowed)
-            kind = "author" if author else "track"
+        tracks: list[str] = list(q.tracks) if meta else []
+        if meta and q.authors:
+            allowed = {pid for a in q.authors for pid in self._vocab.authors[a]}
+            authors = self._vocab.author_names(allowed, q.authors)
+        if meta and q.explicit and q.unknown_track:
             return Retrieval(
-                query,
-                hits,
-                not hits,
-                "" if hits else "no papers match the filters",
-                kind,
-                authors,
-                tracks,
+                text, [], True, f"no indexed track matches {q.unknown_track!r}", "track", authors
             )
-        if not words:
-            return Retrieval(query, [], True, "the question is empty", mode)
-        return self._topical(query, k, allowed, mode, authors, tracks)
+        if tracks:
+            ids = {pid for t in tracks for pid in self._vocab.tracks[t]}
+            allowed = ids if allowed is None else allowed & ids
+        if q.within is not None:
+            return self._follow_up(q, k, allowed, authors, tracks)
+        if allowed is not None and not q.topical:
+            hits = self._listing(allowed)
+            kind = "author" if authors or (q.explicit and not tracks) else "track"
+            reason = "" if hits else "no papers match the filters"
+            return Retrieval(text, hits, not hits, reason, kind, authors, tracks)
+        if not q.words:
+            return Retrieval(text, [], True, "the question is empty", mode)
+        if allowed is not None and not q.explicit:
+            k = len(allowed)  # a topic within an author's or a track's papers: rank them all
+        return self._topical(q, k, allowed, mode, authors, tracks)
 
-    def _metadata_question(self, query: str, words: list[str]) -> Retrieval | None:
-        """An author or track question answered from metadata, or None if it is topical."""
-        found_authors, used = self._find_author_in(words, query)
-        if found_authors and len(self._find_track_in(words)[1]) > len(used):
-            found_authors = []  # "Deep Learning · Theory" is a track, not papers by Mr Deep
-        if found_authors:
-            rest = [w for w in words if w not in used and w not in _STOP]
-            ids = {pid for a in found_authors for pid in self._authors[a]}
-            names = sorted(
-                {n for pid in ids for n in self.papers[pid].authors if phrase(n) in found_authors}
+    def _follow_up(
+        self, q: Query, k: int, allowed: set[str] | None, authors: list[str], tracks: list[str]
+    ) -> Retrieval:
+        """ "Which of those ...": the earlier papers that the follow-up's words pick out."""
+        assert q.within is not None
+        within = {self.resolve(pid) for pid in q.within} & set(self.papers)
+        if allowed is not None:
+            within &= allowed
+        if not within:
+            reason = (
+                "none of the earlier papers matches"
+                if allowed is not None and q.within
+                else "none of the earlier papers is indexed"
             )
-            if not rest:
-                return Retrieval(query, self._listing(ids), False, "", "author", names)
-            return self._topical(query, len(ids), ids, "hybrid", names, [])
-        unknown = _UNKNOWN_AUTHOR.search(query.strip())
-        if unknown:
-            name = (unknown.group("name") or unknown.group("name2") or "").strip()
-            if name and not self.match_tracks(name):
-                return Retrieval(
-                    query, [], True, f"no indexed paper lists {name!r} as an author", "author"
-                )
-        found_tracks, used = self._find_track_in(words)
-        if found_tracks:
-            rest = [w for w in words if w not in used and w not in _STOP]
-            cue = bool(_TRACK_CUES.search(fold(query))) or POSITION_TRACK in found_tracks
-            if cue or not rest:
-                ids = {pid for t in found_tracks for pid in self._tracks[t]}
-                if not rest:
-                    return Retrieval(
-                        query, self._listing(ids), False, "", "track", [], found_tracks
-                    )
-                return self._topical(query, len(ids), ids, "hybrid", [], found_tracks)
-        return None
+            return Retrieval(q.text, [], True, reason, "filtered", authors, tracks)
+        if not q.topical:
+            return Retrieval(q.text, self._listing(within), False, "", "filtered", authors, tracks)
+        found = self._topical(q, len(within), within, "hybrid", authors, tracks)
+        # Every earlier paper ranks somewhere; only those whose text has the follow-up's
+        # topical words (or that it names) answer "which of those ...".
+        terms = [w for w in q.topical if w not in GENERIC_WORDS and len(w) > 3]
+        found.hits = [
+            h for h in found.hits if "name" in h.matched or (terms and _mentions(h.paper, terms))
+        ][:k]
+        found.mode = "filtered"
+        if not found.hits:
+            reason = f"none of the earlier papers mention {q.text!r}"
+            return Retrieval(q.text, [], True, reason, "filtered", authors, tracks)
+        found.abstained, found.reason = False, ""
+        return found
 
     def _listing(self, ids: Iterable[str]) -> list[Hit]:
         papers = sorted((self.papers[i] for i in ids), key=lambda p: p.display_name.casefold())
@@ -586,13 +373,14 @@ class Retriever:
 
     def _topical(
         self,
-        query: str,
+        q: Query,
         k: int,
         allowed: set[str] | None,
         mode: str,
         authors: list[str],
         tracks: list[str],
     ) -> Retrieval:
+        query = q.text
         depth = max(4 * k, 40)
         vector = None
         if mode in ("hybrid", "dense"):
@@ -602,7 +390,7 @@ class Retriever:
         topics: list[tuple[str, ...]] = []
         # The topics a question asking for papers spells out are what the papers must be
         # about (rag.topics); other questions use such words in passing.
-        asks_for_papers = bool(_ASKS_FOR_PAPERS.search(query))
+        asks_for_papers = q.spells_topics
         if mode == "hybrid" and vector is not None and self.index.settings.search.topic_check:
             topics = self.topics.named(query, vector, asks_for_papers)
 
@@ -615,7 +403,7 @@ class Retriever:
                 if leg == "dense" and (pid not in passages or score > passages[pid][0]):
                     passages[pid] = (score, text)
                 passages.setdefault(pid, (score, text))
-        named = self._named(query, allowed) if mode == "hybrid" else []
+        named = [p for p in q.named if allowed is None or p in allowed] if mode == "hybrid" else []
         for pid in named:
             fused[pid] = fused.get(pid, 0.0) + 1.0  # above anything fusion alone can score
             why.setdefault(pid, []).append("name")
@@ -663,12 +451,64 @@ class Retriever:
                 reason = f"the question is about {topic!r}; none of the closest papers mention it"
                 signals["unmentioned_topic"] = 1.0
                 return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
-            name = self._unknown_name(query)
+            name = q.unknown_name
             if name:
                 reason = f"no indexed paper mentions {name!r}"
                 signals["unknown_name"] = 1.0
                 return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
-        return Retrieval(query, hits, False, "", mode, authors, tracks, signals=signals)
+        total = 0
+        if q.wants_all and topics and not named and mode == "hybrid":
+            hits, total = self._every_mention(q, topics, hits, allowed, fused, passages)
+        return Retrieval(
+            query, hits, False, "", mode, authors, tracks, signals=signals, total=total
+        )
+
+    def _every_mention(
+        self,
+        q: Query,
+        topics: list[tuple[str, ...]],
+        hits: list[Hit],
+        allowed: set[str] | None,
+        fused: dict[str, float],
+        passages: dict[str, tuple[float, str]],
+    ) -> tuple[list[Hit], int]:
+        """A question for *all* papers on a topic: the ranked hits as they stand (a paper
+        about the topic in other words may be among them), then every other paper whose
+        title or abstract mentions each topic it names, in BM25 order. Returns the hits and
+        how many papers mention the topics."""
+        mentioning = self._mentioning(topics)
+        if allowed is not None:
+            mentioning &= allowed
+        first = list(hits)
+        rest = mentioning - {h.paper.id for h in first}
+        if rest:
+            order = {pid: i for i, (pid, _s, _t) in enumerate(self._sparse(q.text, 0, rest))}
+            for pid in sorted(rest, key=lambda p: (order.get(p, len(order)), p)):
+                passage = passages.get(pid, (0.0, _lead(self.papers[pid].abstract)))[1]
+                score = round(fused.get(pid, 0.0), 6)
+                first.append(Hit(self.papers[pid], score, passage, ("topic",)))
+        return first, len(mentioning)
+
+    def _mentioning(self, topics: list[tuple[str, ...]]) -> set[str]:
+        """Papers whose title and abstract mention every one of `topics` (rag.topics)."""
+        postings = self._postings
+        if postings is None:
+            with self._lock:
+                postings = {}
+                for pid, p in self.papers.items():
+                    for word in set(self.topics.text_stems(f"{p.title} {p.abstract}")):
+                        postings.setdefault(word, set()).add(pid)
+                self._postings = postings
+        out: set[str] | None = None
+        for needed in topics:
+            ids = set.intersection(*(postings.get(w, set()) for w in needed)) if needed else set()
+            out = ids if out is None else out & ids
+        return {
+            pid
+            for pid in out or set()
+            for p in (self.papers[pid],)
+            if self.topics.mentioned(topics, f"{p.title} {p.abstract}") == len(topics)
+        }
 
     def _topic_first(self, topics: list[tuple[str, ...]], ranked: list[str]) -> list[str]:
         """Papers that mention the known topics a question names, ahead of those that do not
@@ -685,65 +525,6 @@ class Retriever:
         }
         # Stable: within the same number of topics mentioned, fusion's order stands.
         return sorted(head, key=lambda pid: -says[pid]) + ranked[TOPIC_FIRST_DEPTH:]
-
-    def _unknown_name(self, query: str) -> str | None:
-        """A name the question asks about (AlphaFold, GPT-2, BLEU) that no paper contains.
-
-        Matched as a substring of all titles and abstracts, so it errs towards "mentioned"
-        ("PC" is inside "PCA"); the text is joined on the first question that has a name.
-        """
-        names = coined_tokens(query)
-        if not names:
-            return None
-        text = self._text()
-        for name in names:
-            if name.lower() not in text:
-                return name
-        return None
-
-    def _text(self) -> str:
-        if self._all_text is None:
-            with self._lock:
-                self._all_text = "\n".join(
-                    f"{p.title}\n{p.abstract}" for p in self.papers.values()
-                ).lower()
-        return self._all_text
-
-    def _is_ordinary(self, word: str) -> bool:
-        """Whether the collection uses a word often (substring count, so it errs towards
-        ordinary): a name that is such a word ("Guidance: ...", "USE: ...", a model coined as
-        "MODEL") names its paper only when the question spells it the same way."""
-        if word not in self._ordinary:
-            self._ordinary[word] = self._text().count(word) > 4 * MAX_NAME_SHARERS
-        return self._ordinary[word]
-
-    def _is_rare_word(self, word: str) -> bool:
-        """Whether titles and abstracts use `word` as a whole word at most a few times: a
-        surname ("Bouniot", "Kolter") is, an English word that is also one ("Good",
-        "Bigger", "Can") is not."""
-        if word not in self._word_counts:
-            pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
-            self._word_counts[word] = sum(1 for _ in pattern.finditer(self._text()))
-        return self._word_counts[word] <= MAX_NAME_SHARERS
-
-    def _named(self, query: str, allowed: set[str] | None) -> list[str]:
-        found: list[str] = []
-        subject = _WHAT_IS.search(query)
-        for raw in re.findall(r"[\w][\w\-]*[\w]|\w", query):
-            key = fold(raw)
-            ids = self._names.get(key, [])
-            if ids and raw not in self._spellings.get(key, ()) and self._is_ordinary(key):
-                ids = []  # "papers that use sparse autoencoders" is not about "USE: ..."
-            if not ids and subject and raw == subject.group(1):
-                # "What is Stochastax?": a capitalised name few papers use is what they
-                # share, even if no abstract says "we propose" it.
-                ids = sorted(self._capitalised.get(raw, ()))
-            if len(ids) > MAX_NAME_SHARERS:
-                continue  # a name many papers coin ("LLM-X") identifies none of them
-            for pid in ids:
-                if (allowed is None or pid in allowed) and pid not in found:
-                    found.append(pid)
-        return found
 
     def _dense(
         self, query: str, vector: list[float], depth: int, allowed: set[str] | None

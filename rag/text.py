@@ -33,9 +33,21 @@ QUESTION_WORDS = _word_list("question")
 
 def fold(text: str) -> str:
     """Case- and accent-insensitive form used for matching names, tracks and words."""
+    if text.isascii():  # most abstracts: nothing to decompose
+        return " ".join(text.lower().split())
     decomposed = unicodedata.normalize("NFKD", text)
+    if not _HAS_MARK.search(decomposed):
+        return " ".join(decomposed.casefold().split())
     stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
     return " ".join(stripped.casefold().split())
+
+
+# Any combining mark (accents of Latin, Greek, Cyrillic, and the other scripts' marks).
+_HAS_MARK = re.compile(
+    r"[\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a"
+    r"\u064b-\u065f\u0900-\u0dff\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff"
+    r"\u302a-\u302f\u3099\u309a\ufe20-\ufe2f]"
+)
 
 
 _WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)

@@ -137,14 +137,14 @@ class Topics:
             if len(words) >= min_words and self._needed[i] and f" {' '.join(words)} " in spelled
         ]
 
-    def _text_stems(self, text: str) -> list[str]:
+    def text_stems(self, text: str) -> list[str]:
         # Every word counts towards the distance between a topic's words but the generic
         # ones: "diffusion-based large language models" says "diffusion language models".
         return [w for w in _stems(text, frozenset()) if w not in self._generic]
 
     def mentioned(self, topics: list[tuple[str, ...]], text: str) -> int:
         """How many of `topics` `text` has the words of, close together."""
-        words = [self._text_stems(text)]
+        words = [self.text_stems(text)]
         return sum(_together(needed, words) for needed in topics)
 
     def unmentioned(
@@ -171,7 +171,7 @@ class Topics:
             sides = named if len(named) > 1 else [asked]
         # Each text's words in order, generic ones left out: "diffusion language models"
         # mentions "diffusion-based large language models".
-        words = [self._text_stems(t) for t in texts]
+        words = [self.text_stems(t) for t in texts]
         candidates = [i for i, _sim in self._near(query_vector, 10)]
         if spelled:
             candidates += self._spelled(question, min_words=1)

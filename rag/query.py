@@ -1,0 +1,460 @@
+"""Understanding a question once: `parse(question, vocabulary) -> Query`.
+
+Retrieval, answering and the chat read the `Query`; none of them looks at the raw question
+again. Names (authors, tracks, the names papers coin) are resolved against a `Vocabulary`
+built from the indexed papers, on one principle: a word of the question names something of
+the collection when the collection's own text makes that likely — it is an author's name the
+abstracts (almost) never use as a word, or the question writes it as a name (capitalised
+inside a sentence). What a question asks for (a list of papers, a detail, an explanation, a
+comparison, a recommendation) is read from its wording.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from rag.corpus import Paper
+from rag.text import (
+    QUESTION_WORDS,
+    STOPWORDS,
+    coined_tokens,
+    contains,
+    fold,
+    phrase,
+    tokens,
+)
+
+# Words that say nothing about a question's topic.
+FILLER = STOPWORDS | QUESTION_WORDS
+# A name at most this many papers share identifies them ("LLM-X", coined by dozens, does
+# not), and a word the collection uses at most this many times is rare enough to be a name.
+MAX_NAME_SHARERS = 3
+# A rare word stands "next to" the words framing a question within this many words
+# ("which papers list bouniot as an author").
+NAME_REACH = 3
+# ICML's position papers are a track of their own, but listings file them under their
+# subject area; their titles ("Position: ...") or abstracts say what they are.
+POSITION_TRACK = "Position papers"
+_POSITION = re.compile(r"^\s*position\s*:|\bposition papers?\b", re.IGNORECASE)
+_TRACK_CUES = frozenset(
+    {"track", "tracks", "area", "areas", "subarea", "subareas", "category", "filed", "submitted"}
+)
+_WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
+_SENTENCE_END = re.compile(r"[.?!:;]\s*$")
+_CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
+_SUBJECT = re.compile(
+    r"\b(?i:what|how)\s+(?i:is|are|does|do|did|was)\s+(?i:the\s+|an?\s+)?([A-Z][\w\-]*[\w])"
+)
+# "papers by X", "what has X worked on": a question about an author, whoever X is.
+_ABOUT_AUTHOR = re.compile(
+    r"^(?:(?:list|show|find|give me)\s+)?(?:all\s+)?(?:the\s+)?(?:papers?|work|articles?)\s+"
+    r"(?:written\s+|authored\s+|co-?authored\s+)?by\s+(?P<name>[\w .'\-]+?)\s*\??$"
+    r"|^what\s+(?:has|have|did)\s+(?P<name2>[\w .'\-]+?)\s+(?:worked|work|published|written)"
+    r"\b",
+    re.IGNORECASE,
+)
+_EITHER = re.compile(r"\bor\b", re.IGNORECASE)
+
+
+class Asks(StrEnum):
+    """What a question wants back."""
+
+    PAPERS = "papers"  # which papers ... / papers on ... / anything on ...
+    DETAIL = "detail"  # a number or a specific fact
+    EXPLAIN = "explain"  # why / how does ... work / summarise
+    COMPARE = "compare"  # how do A and B differ
+    RECOMMEND = "recommend"  # what should I read
+    TOPIC = "topic"  # anything else about a topic
+
+
+_ASKS = [
+    (
+        Asks.RECOMMEND,
+        re.compile(
+            r"\b(?:should|could|would|must)\s+i\s+(?:read|start|look|cite)|\brecommend|"
+            r"\bwhere\s+(?:do|should)\s+i\s+start|\bi\s+(?:work|am working)\s+on\b|"
+            r"\bworth\s+reading|\bmust-?reads?\b",
+            re.I,
+        ),
+    ),
+    (
+        Asks.PAPERS,
+        re.compile(
+            r"\b(?:which|what|any|all|list|show|find|how many)\s+(?:\w+\s+){0,2}"
+            r"(?:papers?|work|articles?)"
+            r"\b|^\s*papers?\s+(?:on|about|that|using|with)\b|\banything\s+(?:on|about)\b",
+            re.I,
+        ),
+    ),
+    (
+        Asks.DETAIL,
+        re.compile(
+            r"\b(?:how (?:much|many|fast|large|big|long|small|often)|what (?:is|was) the \w+ "
+            r"(?:rate|score|accuracy|speed-?up)|what (?:fraction|share|proportion|percentage|"
+            r"ratio)|by how|percent|speed-?up|faster|accuracy)\b",
+            re.I,
+        ),
+    ),
+    (
+        Asks.COMPARE,
+        re.compile(r"\bcompar\w*|\bdiffer\w*|\bversus\b|\bvs\.?\s|\bcontrast\b", re.I),
+    ),
+    (
+        Asks.EXPLAIN,
+        re.compile(
+            r"^\s*(?:why|how come)\b|\bexplain|\bsummari[sz]e|\bhow\s+(?:does|do|can|is)\b|"
+            r"\bwhat\s+(?:is|are)\b",
+            re.I,
+        ),
+    ),
+]
+# A detail only full papers state (hardware, hyperparameters, an appendix): abstracts don't.
+_FULL_TEXT = re.compile(
+    r"\b(gpus?|tpus?|hardware|compute budget|hyper-?parameters?|learning rates?|batch sizes?|"
+    r"epochs?|training time|wall-?clock|appendix|table \d+|figure \d+|fig\. ?\d+|section \d+|"
+    r"lemma \d+|theorem \d+|proof of|source code|github|random seeds?|data splits?|"
+    r"licen[cs]e|funding|acknowledg\w*|optimizer|weight decay|warm-?up steps)\b",
+    re.IGNORECASE,
+)
+_WHY = re.compile(r"\s*(?:why|how come)\b", re.IGNORECASE)
+# Follow-ups: "which of those ...", "and how fast is it?".
+_OF_THOSE = re.compile(
+    r"\b(?:(?:which|what|how many|any)\s+(?:ones?\s+)?of\s+(?:those|these|them|the above)|"
+    r"among\s+(?:those|these|them)|of\s+(?:those|these|them)|(?:those|these)\s+(?:papers|ones)|"
+    r"they|them|their)\b",
+    re.IGNORECASE,
+)
+_LEAD = re.compile(r"^\s*(?:and|also|so|ok(?:ay)?|then|but)\b[\s,]*", re.IGNORECASE)
+_IT = re.compile(
+    r"\b(?:it|its|this (?:paper|method|model|work)|that (?:paper|method|model))\b", re.IGNORECASE
+)
+
+
+def is_position_paper(p: Paper) -> bool:
+    return bool(_POSITION.search(p.title) or _POSITION.search(p.abstract))
+
+
+@dataclass(frozen=True)
+class Query:
+    """A question, understood."""
+
+    text: str
+    words: tuple[str, ...]  # folded words
+    topical: tuple[str, ...]  # words about the topic: no filler, no author or track words
+    asks: Asks = Asks.TOPIC
+    wants_all: bool = False  # every matching paper, not a top-k sample
+    spells_topics: bool = False  # it asks for papers, so the topics it spells out are required
+    authors: tuple[str, ...] = ()  # folded full names of matching authors
+    tracks: tuple[str, ...] = ()
+    unknown_author: str = ""  # asked about as an author, listed on no paper
+    unknown_track: str = ""  # a track filter that matches no track
+    explicit: bool = False  # authors/tracks came from filters, not from the wording
+    named: tuple[str, ...] = ()  # ids of the papers whose coined names or titles it uses
+    names: tuple[str, ...] = ()  # name-shaped tokens it uses (BLEU, GPT-2, AlphaFold)
+    unknown_name: str = ""  # one of `names` that no title or abstract contains
+    sides: tuple[str, ...] = ()  # the alternatives of an "A or B" question
+    full_text_detail: str = ""  # a detail only full papers state ("batch size")
+    within: frozenset[str] | None = None  # a follow-up: only these papers
+
+    @property
+    def metadata_only(self) -> bool:
+        """Answered from metadata alone: an author or track list with no topic."""
+        return bool(self.authors or self.tracks) and not self.topical
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """How a question leans on the conversation before it."""
+
+    of_those: bool  # "which of those ...": search within the previous answer's papers
+    about_it: bool  # "how fast is it?": about the one paper the previous answer was about
+    rest: str  # the question without the lead-in and the back-reference
+
+
+def follow_up(question: str) -> FollowUp:
+    of_those = bool(_OF_THOSE.search(question))
+    about_it = bool(_IT.search(question))
+    rest = question
+    if of_those:
+        rest = _OF_THOSE.sub(" ", _LEAD.sub("", question))
+        rest = re.sub(r"^\s*(?:which|what)\b", "", rest, flags=re.I)
+        rest = " ".join(rest.split()).strip(" ?") or question
+    return FollowUp(of_those, about_it, rest)
+
+
+def looks_like_follow_up(question: str) -> bool:
+    f = follow_up(question)
+    return f.of_those or f.about_it or bool(_LEAD.match(question))
+
+
+def replace_it(question: str, name: str) -> str:
+    """The follow-up with its "it" replaced by the name of the paper it refers to."""
+    return _IT.sub(name, _LEAD.sub("", question), count=1)
+
+
+@dataclass
+class Vocabulary:
+    """What the collection knows by name, built from its papers (one store version)."""
+
+    papers: dict[str, Paper] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
+    authors: dict[str, list[str]] = field(default_factory=dict)  # folded full name -> ids
+    surnames: dict[str, set[str]] = field(default_factory=dict)  # last token -> full names
+    author_tokens: dict[str, set[str]] = field(default_factory=dict)  # any token -> names
+    track_parts: list[tuple[str, list[list[str]]]] = field(default_factory=list)
+    tracks: dict[str, list[str]] = field(default_factory=dict)  # track -> paper ids
+    names: dict[str, list[str]] = field(default_factory=dict)  # coined name / title head
+    # "guidance" -> {"Guidance"} (of "Guidance: ..."), "model" -> {"MODEL"} (coined)
+    spellings: dict[str, set[str]] = field(default_factory=dict)
+    capitalised: dict[str, set[str]] = field(default_factory=dict)  # "IPVRM" -> paper ids
+    _text: str | None = None  # every title and abstract, lower-cased, joined on first use
+    _counts: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def build(cls, papers: Iterable[Paper]) -> Vocabulary:
+        v = cls()
+        for p in papers:
+            v.papers[p.id] = p
+            for alias in p.aliases:
+                v.aliases[alias] = p.id
+            for name in p.authors:
+                key = phrase(name)
+                v.authors.setdefault(key, []).append(p.id)
+                if key:
+                    v.surnames.setdefault(key.split()[-1], set()).add(key)
+                    for tok in key.split():
+                        v.author_tokens.setdefault(tok, set()).add(key)
+            v.tracks.setdefault(p.track, []).append(p.id)
+            if is_position_paper(p):
+                v.tracks.setdefault(POSITION_TRACK, []).append(p.id)
+            for name, spelled in _names_of(p):
+                ids = v.names.setdefault(name, [])
+                if p.id not in ids:
+                    ids.append(p.id)
+                v.spellings.setdefault(name, set()).add(spelled)
+            for tok in set(_CAPITALISED.findall(f"{p.title} {p.abstract}")):
+                v.capitalised.setdefault(tok, set()).add(p.id)
+        for track in v.tracks:
+            if track:
+                area, _, sub = track.partition(" · ")
+                parts = [t for t in (tokens(track), tokens(area), tokens(sub)) if t]
+                v.track_parts.append((track, parts))
+        return v
+
+    # ------------------------------------------------------------------ the collection's text
+
+    def text(self) -> str:
+        if self._text is None:
+            with self._lock:
+                self._text = "\n".join(
+                    f"{p.title}\n{p.abstract}" for p in self.papers.values()
+                ).lower()
+        return self._text
+
+    def uses(self, word: str) -> int:
+        """How often titles and abstracts use `word` as a whole word."""
+        if word not in self._counts:
+            pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
+            self._counts[word] = sum(1 for _ in pattern.finditer(self.text()))
+        return self._counts[word]
+
+    def is_ordinary(self, word: str) -> bool:
+        """Whether the collection uses a word often (substring count, so it errs towards
+        ordinary): a name that is such a word ("Guidance: ...", a model coined as "MODEL")
+        names its paper only when the question spells it the same way."""
+        return self.text().count(word) > 4 * MAX_NAME_SHARERS
+
+    # ------------------------------------------------------------------ metadata
+
+    def match_authors(self, name: str) -> list[str]:
+        """Authors (folded full names) matching a full or partial, accent-free name."""
+        want = tokens(name)
+        if not want:
+            return []
+        return sorted(
+            a for a in self.author_tokens.get(want[0], ()) if contains(a.split(), want) >= 0
+        )
+
+    def match_tracks(self, text: str) -> list[str]:
+        """Tracks whose area or subarea is named by `text`; whole-name matches win."""
+        want = tokens(text)
+        if not want:
+            return []
+        exact, partial = [], []
+        for track, parts in self.track_parts:
+            if any(p == want for p in parts):
+                exact.append(track)
+            elif any(contains(p, want) >= 0 for p in parts):
+                partial.append(track)
+        return sorted(exact or partial)
+
+    def author_names(self, ids: Iterable[str], keys: Iterable[str]) -> list[str]:
+        """The authors' names as the papers spell them."""
+        want = set(keys)
+        return sorted({n for pid in ids for n in self.papers[pid].authors if phrase(n) in want})
+
+    def find_authors(self, words: list[str], original: str) -> tuple[list[str], list[str]]:
+        """Authors the question names and the words it used for them.
+
+        A run of two or more words of an author's name is that author. A lone surname is
+        often also a word ("Good", "Bigger", "Can"), so it is taken for a name only when the
+        question marks it as one (capitalised inside a sentence; right after "by") or when
+        the papers' own text (almost) never uses it and it stands next to the words that
+        frame a question about papers, or opens the question ("Bouniot's papers?"). An
+        acronym is not a surname ("AI agents").
+        """
+        best: tuple[list[str], list[str]] = ([], [])
+        for size in (4, 3, 2):
+            for i in range(len(words) - size + 1):
+                span = words[i : i + size]
+                found = [
+                    a for a in self.author_tokens.get(span[0], ()) if contains(a.split(), span) >= 0
+                ]
+                if found and size > len(best[1]):
+                    best = (found, span)
+            if best[0]:
+                return best
+        framing = [i for i, w in enumerate(words) if w in QUESTION_WORDS]
+        capitalised: set[str] = set()
+        opening: set[str] = set()
+        acronyms: set[str] = set()
+        for m in _WORD.finditer(original):
+            w = m.group()
+            if len(w) > 1 and w.isupper():
+                acronyms.update(tokens(w))
+            elif w[:1].isupper():
+                opens = not original[: m.start()].strip() or bool(
+                    _SENTENCE_END.search(original[: m.start()])
+                )
+                (opening if opens else capitalised).update(tokens(w))
+        for at, w in enumerate(words):
+            if w not in self.surnames or w in FILLER or (w in acronyms and w not in capitalised):
+                continue
+            after_by = at > 0 and words[at - 1] == "by"
+            framed = any(abs(at - i) <= NAME_REACH for i in framing) or w in opening
+            if w in capitalised or after_by or (framed and self.uses(w) <= MAX_NAME_SHARERS):
+                return sorted(self.surnames[w]), [w]
+        return [], []
+
+    def find_tracks(self, words: list[str]) -> tuple[list[str], list[str]]:
+        best: list[str] = []
+        for _, parts in self.track_parts:
+            for part in parts:
+                if len(part) > len(best) and contains(words, part) >= 0:
+                    best = part
+        return (self.match_tracks(" ".join(best)), best) if best else ([], [])
+
+    def named_papers(self, question: str) -> list[str]:
+        """Papers whose coined name or short title head the question uses."""
+        found: list[str] = []
+        subject = _SUBJECT.search(question)
+        for raw in re.findall(r"[\w][\w\-]*[\w]|\w", question):
+            key = fold(raw)
+            ids = self.names.get(key, [])
+            if ids and raw not in self.spellings.get(key, ()) and self.is_ordinary(key):
+                ids = []  # "papers that use sparse autoencoders" is not about "USE: ..."
+            if not ids and subject and raw == subject.group(1):
+                # "What is X?": a capitalised name few papers use is what they share, even
+                # if no abstract says "we propose" it.
+                ids = sorted(self.capitalised.get(raw, ()))
+            if len(ids) > MAX_NAME_SHARERS:
+                continue
+            for pid in ids:
+                if pid not in found:
+                    found.append(pid)
+        return found
+
+    def unknown_name(self, names: Iterable[str]) -> str:
+        """A name no title or abstract contains (a substring test: errs towards known)."""
+        text = self.text()
+        return next((n for n in names if n.lower() not in text), "")
+
+
+def _names_of(p: Paper) -> Iterable[tuple[str, str]]:
+    """(folded, as spelled) for each name the paper coins or its title leads with."""
+    for name in p.names:
+        yield fold(name), name
+    head = p.title.split(":", 1)[0].strip()
+    if ":" in p.title and len(head.split()) <= 3:
+        yield fold(head), head  # "TVI-CoT: Text-Visual ..." -> "tvi-cot"
+
+
+def asks_of(question: str) -> Asks:
+    for kind, pattern in _ASKS:
+        if pattern.search(question):
+            return kind
+    return Asks.TOPIC
+
+
+def parse(
+    question: str,
+    vocab: Vocabulary,
+    author: str | None = None,
+    track: str | None = None,
+    within: Iterable[str] | None = None,
+) -> Query:
+    """The question understood against the collection's vocabulary.
+
+    `author` and `track` are explicit filters (the CLI's --author/--track): then the wording
+    is not searched for names. `within` restricts a follow-up to earlier papers.
+    """
+    words = tokens(question)
+    asks = asks_of(question)
+    detail = _FULL_TEXT.search(question)
+    base = {
+        "text": question,
+        "words": tuple(words),
+        "asks": asks,
+        "wants_all": asks is Asks.PAPERS,
+        "spells_topics": bool(re.search(r"\bpapers?\b", question, re.I)),
+        "names": tuple(n for n in coined_tokens(question)),
+        "sides": tuple(s.strip() for s in _EITHER.split(question) if s.strip()),
+        # A "why" question asks for an explanation, which abstracts give; a detail it names
+        # is its subject, not what it asks for.
+        "full_text_detail": "" if _WHY.match(question) or not detail else detail.group(0),
+        "within": frozenset(within) if within is not None else None,
+    }
+    base["unknown_name"] = vocab.unknown_name(base["names"]) if base["names"] else ""  # type: ignore[arg-type]
+    topical = [w for w in words if w not in FILLER]
+    if author or track:
+        return Query(
+            **base,  # type: ignore[arg-type]
+            topical=tuple(topical),
+            authors=tuple(vocab.match_authors(author) if author else ()),
+            tracks=tuple(vocab.match_tracks(track) if track else ()),
+            unknown_author=author if author and not vocab.match_authors(author) else "",
+            unknown_track=track if track and not vocab.match_tracks(track) else "",
+            explicit=True,
+        )
+    named = vocab.named_papers(question)
+    authors, used = vocab.find_authors(words, question)
+    track_hit, track_used = vocab.find_tracks(words)
+    if authors and len(track_used) > len(used):
+        authors = []  # "Deep Learning · Theory" is a track, not papers by Mr Deep
+    tracks: list[str] = []
+    unknown_author = ""
+    if authors:
+        topical = [w for w in topical if w not in used]
+    else:
+        about = _ABOUT_AUTHOR.search(question.strip())
+        name = ((about.group("name") or about.group("name2") or "") if about else "").strip()
+        if name and not vocab.match_tracks(name):
+            unknown_author = name
+        elif track_hit:
+            rest = [w for w in topical if w not in track_used]
+            cue = any(w in _TRACK_CUES for w in words) or POSITION_TRACK in track_hit
+            if cue or not rest:
+                tracks, topical = track_hit, rest
+    return Query(
+        **base,  # type: ignore[arg-type]
+        topical=tuple(topical),
+        authors=tuple(authors),
+        tracks=tuple(tracks),
+        unknown_author=unknown_author,
+        named=tuple(named),
+    )

@@ -1,0 +1,124 @@
+"""Understanding a question once (rag.query): names resolved against the collection."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag.corpus import Paper
+from rag.query import Asks, Vocabulary, follow_up, looks_like_follow_up, parse, replace_it
+from rag.retrieve import Retriever
+from rag.settings import Settings
+
+PAPERS = [
+    Paper(
+        "p1",
+        "We propose TimeSAE, sparse autoencoders for time series. Sparse autoencoders help.",
+        title="TimeSAE: Sparse Autoencoders for Time Series",
+        authors=("Khalid Oublal", "Quentin Bouniot"),
+        track="Social Aspects · Safety",
+        names=("TimeSAE",),
+    ),
+    Paper(
+        "p2",
+        "A good model is a bigger model, we argue, for good reasons and good results.",
+        title="Scaling",
+        authors=("Andreas Bigger", "Zinaida Good"),
+        track="Deep Learning · Theory",
+    ),
+    Paper(
+        "p3",
+        "Position: benchmarks should report variance. We show why it matters.",
+        title="Position: Report Variance",
+        authors=("Ana Müller",),
+        track="Deep Learning · Theory",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def vocab() -> Vocabulary:
+    return Vocabulary.build(PAPERS)
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("Which papers use sparse autoencoders?", Asks.PAPERS),
+        ("anything on conformal prediction?", Asks.PAPERS),
+        ("How many papers study unlearning?", Asks.PAPERS),
+        ("How much faster is FS-DFM?", Asks.DETAIL),
+        ("How does TimeSAE compare to plain SAEs?", Asks.COMPARE),
+        ("Why does TimeSAE use sparsity?", Asks.EXPLAIN),
+        ("I work on machine unlearning. What should I read?", Asks.RECOMMEND),
+        ("sparse autoencoders for time series", Asks.TOPIC),
+    ],
+)
+def test_what_a_question_asks_for(vocab: Vocabulary, question: str, asks: Asks) -> None:
+    q = parse(question, vocab)
+    assert q.asks is asks
+    assert q.wants_all is (asks is Asks.PAPERS)
+
+
+def test_authors_by_full_name_surname_and_the_collections_own_frequencies(
+    vocab: Vocabulary,
+) -> None:
+    full = parse("papers by quentin bouniot", vocab)
+    assert full.authors == ("quentin bouniot",) and full.metadata_only
+    # A surname the abstracts never use, next to words that frame a question about papers.
+    assert parse("which papers list bouniot as an author", vocab).authors == ("quentin bouniot",)
+    assert parse("Bouniot's papers?", vocab).authors == ("quentin bouniot",)
+    # Surnames that are words the papers use are words, unless the question marks them.
+    assert parse("is a bigger model a good model?", vocab).authors == ()
+    assert parse("What did Bigger write?", vocab).authors == ("andreas bigger",)
+    assert parse("papers by good", vocab).authors == ("zinaida good",)
+    with_topic = parse("Bouniot's papers on time series", vocab)
+    assert with_topic.authors and set(with_topic.topical) == {"time", "series"}
+    assert parse("papers by Jane Nobody", vocab).unknown_author == "Jane Nobody"
+    assert parse("papers by ana muller", vocab).authors == ("ana muller",)  # accents folded
+
+
+def test_tracks_need_a_cue_unless_nothing_else_is_asked(vocab: Vocabulary) -> None:
+    assert parse("papers in the theory track", vocab).tracks == ("Deep Learning · Theory",)
+    assert parse("theory", vocab).tracks == ("Deep Learning · Theory",)
+    topical = parse("theory of sparse autoencoders", vocab)
+    assert topical.tracks == () and "theory" in topical.topical
+
+
+def test_explicit_filters_are_not_searched_for_in_the_wording(vocab: Vocabulary) -> None:
+    q = parse("time series", vocab, author="Bouniot", track="nowhere")
+    assert q.explicit and q.authors == ("quentin bouniot",) and q.unknown_track == "nowhere"
+
+
+def test_names_papers_and_unknown_names(vocab: Vocabulary) -> None:
+    q = parse("What is TimeSAE?", vocab)
+    assert q.named == ("p1",) and q.unknown_name == ""
+    assert parse("Does any paper use AlphaFold?", vocab).unknown_name == "AlphaFold"
+
+
+def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
+    assert parse("What batch size did TimeSAE use?", vocab).full_text_detail == "batch size"
+    assert parse("Why does the batch size matter?", vocab).full_text_detail == ""
+
+
+def test_follow_ups() -> None:
+    f = follow_up("and which of those use diffusion?")
+    assert f.of_those and f.rest == "use diffusion"
+    assert follow_up("how fast is it?").about_it
+    assert looks_like_follow_up("and the second one?")
+    assert not looks_like_follow_up("Which papers use diffusion?")
+    assert replace_it("and how fast is it?", "FS-DFM") == "how fast is FS-DFM?"
+
+
+def test_the_retriever_hands_its_reading_to_later_stages(fake_seed: Settings) -> None:
+    from rag.index import PaperIndex
+
+    r = Retriever(PaperIndex(fake_seed))
+    result = r.retrieve("Which papers use sparse autoencoders?", k=2)
+    assert result.parsed is not None and result.parsed.asks is Asks.PAPERS
+    # Asked for all of them: every paper that says "sparse autoencoder", not a top-2 sample.
+    saying = {
+        p.id for p in r.papers.values() if "sparse autoencoder" in f"{p.title} {p.abstract}".lower()
+    }
+    got = {h.paper.id for h in result.hits}
+    assert saying and saying <= got and result.total == len(saying)
+    assert result.to_dict()["total"] == len(saying)
