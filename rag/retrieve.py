@@ -111,8 +111,6 @@ class _Tables:
     content: dict[str, str] = field(default_factory=dict)  # paper id -> content hash
     vocab: Vocabulary = field(default_factory=Vocabulary)
     bm25: Any = None
-    # Lazily filled for questions that want every matching paper: stem -> paper ids.
-    postings: dict[str, set[str]] | None = None
 
 
 T = TypeVar("T")
@@ -144,7 +142,6 @@ class Retriever:
     _vocab = _Versioned[Vocabulary]()
     _bm25 = _Versioned[Any]()
     _content = _Versioned[dict[str, str]]()
-    _postings = _Versioned[dict[str, set[str]] | None]()
 
     def __init__(self, index: PaperIndex) -> None:
         self.index = index
@@ -474,7 +471,7 @@ class Retriever:
     ) -> tuple[list[Hit], int]:
         """A question for *all* papers on a topic: the ranked hits as they stand (a paper
         about the topic in other words may be among them), then every other paper whose
-        title or abstract mentions each topic it names, in BM25 order. Returns the hits and
+        title or abstract mentions each topic it names. Returns the hits and
         how many papers mention the topics."""
         mentioning = self._mentioning(topics)
         if allowed is not None:
@@ -482,33 +479,52 @@ class Retriever:
         first = list(hits)
         rest = mentioning - {h.paper.id for h in first}
         if rest:
-            order = {pid: i for i, (pid, _s, _t) in enumerate(self._sparse(q.text, 0, rest))}
-            for pid in sorted(rest, key=lambda p: (order.get(p, len(order)), p)):
+            # The papers that say the topic's words most often first.
+            said = {w for needed in topics for w in needed}
+            count = {
+                pid: sum(
+                    w in said
+                    for w in self.topics.text_stems(
+                        f"{self.papers[pid].title} {self.papers[pid].abstract}"
+                    )
+                )
+                for pid in rest
+            }
+            for pid in sorted(rest, key=lambda p: (-count[p], p)):
                 passage = passages.get(pid, (0.0, _lead(self.papers[pid].abstract)))[1]
                 score = round(fused.get(pid, 0.0), 6)
                 first.append(Hit(self.papers[pid], score, passage, ("topic",)))
         return first, len(mentioning)
 
     def _mentioning(self, topics: list[tuple[str, ...]]) -> set[str]:
-        """Papers whose title and abstract mention every one of `topics` (rag.topics)."""
-        postings = self._postings
-        if postings is None:
-            with self._lock:
-                postings = {}
-                for pid, p in self.papers.items():
-                    for word in set(self.topics.text_stems(f"{p.title} {p.abstract}")):
-                        postings.setdefault(word, set()).add(pid)
-                self._postings = postings
-        out: set[str] | None = None
+        """Papers whose title and abstract mention every one of `topics` (rag.topics):
+        candidates from BM25's inverted index (same stemmer), then the words-together test."""
+        candidates: set[str] | None = None
         for needed in topics:
-            ids = set.intersection(*(postings.get(w, set()) for w in needed)) if needed else set()
-            out = ids if out is None else out & ids
+            ids = self._papers_with(needed)
+            candidates = ids if candidates is None else candidates & ids
         return {
             pid
-            for pid in out or set()
+            for pid in candidates or set()
             for p in (self.papers[pid],)
             if self.topics.mentioned(topics, f"{p.title} {p.abstract}") == len(topics)
         }
+
+    def _papers_with(self, stems: tuple[str, ...]) -> set[str]:
+        """Papers that have every one of `stems` somewhere in their chunks."""
+        bm25 = self._bm25
+        if bm25 is None or bm25.corpus is None or not stems:
+            return set()
+        indptr, indices = bm25.scores["indptr"], bm25.scores["indices"]
+        out: set[str] | None = None
+        for word in stems:
+            tid = bm25.vocab_dict.get(word)
+            if tid is None:
+                return set()
+            docs = indices[indptr[tid] : indptr[tid + 1]]
+            ids = {str(bm25.corpus[int(d)]["paper_id"]) for d in docs}
+            out = ids if out is None else out & ids
+        return out or set()
 
     def _topic_first(self, topics: list[tuple[str, ...]], ranked: list[str]) -> list[str]:
         """Papers that mention the known topics a question names, ahead of those that do not

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nltk.stem.snowball import EnglishStemmer
+    import Stemmer
 
 WORDS_DIR = Path(__file__).with_name("words")
 
@@ -86,16 +86,16 @@ def plain_words(text: str, drop: frozenset[str] = STOPWORDS) -> list[str]:
 
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """The Snowball (Porter 2) stem: "robustness" and "robust", "watermarking" and
-    "watermark" meet, "exploit" and "exploration" do not."""
-    return _snowball().stem(word)
+    """The Snowball (Porter 2) stem, from the stemmer BM25 uses too: "robustness" and
+    "robust", "watermarking" and "watermark" meet, "exploit" and "exploration" do not."""
+    return _snowball().stemWord(word)
 
 
 @lru_cache(maxsize=1)
-def _snowball() -> EnglishStemmer:
-    from nltk.stem.snowball import EnglishStemmer  # pure Python; needs no nltk data
+def _snowball() -> Stemmer.Stemmer:
+    import Stemmer  # PyStemmer: the BM25 retriever's own stemmer
 
-    return EnglishStemmer()
+    return Stemmer.Stemmer("english")
 
 
 def stems(text: str, drop: frozenset[str] = STOPWORDS) -> list[str]:
