@@ -49,7 +49,7 @@ def vocab() -> Vocabulary:
         ("How much faster is FS-DFM?", Asks.DETAIL),
         ("How does TimeSAE compare to plain SAEs?", Asks.COMPARE),
         ("Why does TimeSAE use sparsity?", Asks.EXPLAIN),
-        ("I work on machine unlearning. What should I read?", Asks.RECOMMEND),
+        ("I study machine unlearning; which papers are worth reading?", Asks.RECOMMEND),
         ("sparse autoencoders for time series", Asks.TOPIC),
     ],
 )

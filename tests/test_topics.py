@@ -68,7 +68,7 @@ def test_a_topic_only_near_the_question_is_not_held_against_the_papers() -> None
     # papers do answer; the question does not name it, so it proves nothing.
     topics, q = topics_near("oriented object detection")
     paper = "Open-world object detection must find unknown objects."
-    question = "finding unknown objects in open-world object detection"
+    question = "open-world object detectors that spot never-seen things"
     assert topics.unmentioned(question, q, [paper]) is None
 
 
