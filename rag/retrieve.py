@@ -5,8 +5,10 @@
   SOTAlign?") puts the paper that coins it first.
 - Author and track questions ("papers by Bouniot", "the safety track") are answered from the
   metadata of every indexed paper: the complete list, not a top-k sample.
+- A question for every paper on a topic ("which papers use X?") gets every paper that
+  mentions it, with the count, after the best-ranked ones.
 - When nothing indexed is about the question, the result is empty and says so. No LLM is
-  called anywhere here.
+  called anywhere here. The question itself is read once, by rag.query.
 """
 
 from __future__ import annotations
@@ -21,23 +23,16 @@ from typing import Any, Generic, TypeVar, cast
 from rag.corpus import Paper
 from rag.index import Hit, PaperIndex, Snapshot
 from rag.query import Query, Vocabulary, parse
-from rag.text import (
-    GENERIC_WORDS,
-    split_sentences,
-    stems,
-)
+from rag.text import GENERIC_WORDS, split_sentences, stems
 from rag.topics import Topics
 
-# BM25 at half weight: measured on evals/questions.jsonl, it keeps method and numeric
-# questions while paraphrases, which share no rare word with their paper, recover at scale
-# (ICML: paraphrase recall@5 0.28 -> 0.41; seed: 0.91 -> 0.93).
+# Paraphrases share no rare word with their paper, so BM25 counts half as much as dense
+# (measured in evals/README.md, "Retrieval").
 LEG_WEIGHTS = {"dense": 1.0, "bm25": 0.5}
-# A question that names a known topic wants papers that say those words, so BM25 weighs as
-# much as dense in their order (ICML multi 0.760 ->
-# 0.782; 2.0 gains nothing more). The abstention tests still read the LEG_WEIGHTS order:
-# BM25 lifts papers that use the words in passing, which the topic check must not see.
+# A question naming a known topic wants papers that say its words: BM25 counts fully in
+# their order (the abstention tests still read the default order).
 TOPIC_BM25_WEIGHT = 1.0
-RRF_K = 20.0
+RRF_K = 20.0  # reciprocal rank fusion's constant: the top few ranks dominate
 Ranked = tuple[str, float, str]  # (paper id, score, best passage)
 # Relevance of a topical question to the collection, from the dense and BM25 legs:
 #   best cosine + GAP_WEIGHT * (best cosine - mean of the next five) + BM25_WEIGHT * min(best
