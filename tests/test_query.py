@@ -122,3 +122,14 @@ def test_the_retriever_hands_its_reading_to_later_stages(fake_seed: Settings) ->
     got = {h.paper.id for h in result.hits}
     assert saying and saying <= got and result.total == len(saying)
     assert result.to_dict()["total"] == len(saying)
+
+
+def test_the_page_says_how_many_papers_match_a_question_for_all_of_them() -> None:
+    from rag.answer import Answer, Source
+    from ui.app import sources_html
+
+    answer = Answer(question="Which papers use sparse autoencoders?", asks=Asks.PAPERS)
+    answer.sources = [Source(1, PAPERS[0], 1.0, "")]
+    assert "sources-count" not in sources_html(answer)
+    answer.total = 46
+    assert "46 indexed papers mention the topic" in sources_html(answer)

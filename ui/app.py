@@ -214,6 +214,13 @@ def sources_html(answer: Answer | None) -> str:
             f"<div class='source-meta'>{_html(p.authors_text)}{track}</div>"
             f"<p>{abstract}</p></details>"
         )
+    if answer.total:
+        n = answer.total
+        cards.insert(
+            0,
+            f"<p class='source-meta' id='sources-count'>{n} indexed paper{'s' if n != 1 else ''}"
+            f" mention{'s' if n == 1 else ''} the topic; the best-ranked come first.</p>",
+        )
     return "\n".join(cards)
 
 
