@@ -22,7 +22,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from rag import abstain
 from rag.corpus import Paper
+from rag.embed import model_identity
 from rag.index import PaperIndex
 from rag.retrieve import Retrieval, Retriever
 from rag.settings import PROJECT_ROOT, Settings
@@ -156,36 +158,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def calibrate(rows: list[dict[str, Any]], max_false: float = 0.05) -> dict[str, Any]:
-    """The abstention threshold that wrongly abstains at most `max_false` of the answerable
-    questions that reach the threshold test, and what it buys on the no-answer ones."""
-    scored = [
-        r
-        for r in rows
-        if r.get("relevance") is not None
-        and not r["named"]
-        and r["type"] not in ("author", "track")
-    ]
-    answerable = sorted(r["relevance"] for r in scored if r["type"] != "no_answer")
-    unanswerable = sorted(r["relevance"] for r in scored if r["type"] == "no_answer")
-    if not answerable or not unanswerable:
-        return {}
-    allowed = int(max_false * len(answerable))
-    threshold = answerable[allowed]
-    return {
-        "threshold": round(threshold, 4),
-        "no_answer_abstained": round(
-            sum(v < threshold for v in unanswerable) / len(unanswerable), 4
-        ),
-        "answerable_wrongly_abstained": round(
-            sum(v < threshold for v in answerable) / len(answerable), 4
-        ),
-        "answerable_tested": len(answerable),
-        "no_answer_tested": len(unanswerable),
-    }
-
-
-def build(scale: str) -> Retriever:
+def build(scale: str, warn: bool = True) -> Retriever:
     home = PROJECT_ROOT / ".rag" / f"evals-{scale}"
     paths = [PROJECT_ROOT / "corpus"]
     if scale == "icml":
@@ -199,7 +172,33 @@ def build(scale: str) -> Retriever:
         f"embedded now, {summary.seconds:.0f}s)",
         file=sys.stderr,
     )
-    return Retriever(index)
+    retriever = Retriever(index)
+    # The calibration `python -m evals.calibrate` wrote for this model (into RAG_HOME) counts
+    # for these indexes too; else the one shipped in rag/calibration/.
+    retriever.abstention = abstain.load(
+        [home, Settings().home],
+        index.model_key,
+        str(model_identity(index.settings.embed.model).get("name", "")),
+    )
+    if warn and retriever.abstention.warning:
+        print(f"[{scale}] warning: {retriever.abstention.warning}", file=sys.stderr)
+    return retriever
+
+
+def _policy(retriever: Retriever) -> dict[str, Any]:
+    """Which abstention policy the hybrid rows were decided by."""
+    policy = retriever.abstention
+    cal = policy.calibration
+    if cal is None:
+        return {"calibrated": False, "text": "no calibration for this model: fallback only"}
+    return {
+        "calibrated": True,
+        "file": str(policy.source),
+        "threshold": cal.threshold,
+        "near_topic": cal.near_topic,
+        "text": f"calibration {policy.source} (abstain below P(answerable) "
+        f"{cal.threshold:.3f}, near topic from cosine {cal.near_topic:.3f})",
+    }
 
 
 def run_scale(scale: str, questions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -227,7 +226,7 @@ def run_scale(scale: str, questions: list[dict[str, Any]]) -> dict[str, Any]:
             rows.append(row | {"top": [h.paper.id for h in r.hits[:K]], "gold": sorted(gold)})
         summary = summarise(rows)
         if mode == "hybrid":
-            summary["calibration"] = calibrate(rows)
+            summary["abstention"] = _policy(retriever)
         times.sort()
         summary["latency_ms"] = {
             "p50": round(statistics.median(times), 1),
@@ -253,15 +252,9 @@ def render(result: dict[str, Any]) -> str:
             + " | ".join(f"{modes[m]['latency_ms'][key]:.1f}" for m in MODES)
             + " |"
         )
-    cal = modes["hybrid"].get("calibration")
-    if cal:
-        lines.insert(
-            1,
-            f"\nabstention calibration (hybrid): threshold {cal['threshold']:.3f} "
-            f"abstains {cal['no_answer_abstained']:.2f} of no-answer questions, "
-            f"{cal['answerable_wrongly_abstained']:.2f} of answerable ones "
-            f"(n={cal['no_answer_tested']}/{cal['answerable_tested']})\n",
-        )
+    policy = modes["hybrid"].get("abstention")
+    if policy:
+        lines.insert(1, f"\nabstention (hybrid): {policy['text']}\n")
     types = sorted(modes["hybrid"]["by_type"])
     for t in types:
         cells = []

@@ -43,13 +43,12 @@ Answer: FooNet is 3.2x faster than GCN [1]. BarLM is a code language model that 
 pass@1 by 4 points [2].'''
 NOT_IN_SOURCES = "NOT IN SOURCES"
 EXTRACTIVE_MIN_SIM = 0.45
-# When the model says the sources do not answer but retrieval is this sure they are about
-# the question (a name match, or relevance this high), the sources' own sentences are shown
-# instead. Set from the full local run (evals/README.md): the 1.5B refused 6 answerable
-# paraphrases at relevance 0.76-0.84, and since the name and topic checks no unanswerable
-# question of evals/questions.jsonl reaches the model below 0.85; 0.75 keeps the model's
-# refusal where retrieval's own evidence is weakest (just above ABSTAIN_BELOW 0.72).
-CONFIDENT_RELEVANCE = 0.75
+# When the model says the sources do not answer but retrieval is sure they are about the
+# question (a name match, or rag.abstain's probability that the collection answers at least
+# this), the sources' own sentences are shown instead: the model's refusal decides only just
+# above the abstention threshold (0.81 for the default model), where retrieval is least sure.
+# Without a calibration there is no such probability, and the refusal always decides.
+CONFIDENT_RELEVANCE = 0.85
 EXTRACTIVE_MARGIN = 0.12
 NO_COVERAGE = "The indexed abstracts don't cover this question."
 

@@ -15,6 +15,7 @@ from rag.settings import Settings
 
 if TYPE_CHECKING:
     from rag.index import PaperIndex
+    from rag.retrieve import Retriever
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -54,6 +55,12 @@ def _empty(index: PaperIndex) -> bool:
         file=sys.stderr,
     )
     return True
+
+
+def _warn_uncalibrated(retriever: Retriever) -> None:
+    """One line on stderr when abstention has no calibration for this embedding model."""
+    if retriever.abstention.warning:
+        print(f"warning: {retriever.abstention.warning}", file=sys.stderr)
 
 
 def ingest_main(argv: Sequence[str] | None = None) -> int:
@@ -152,7 +159,9 @@ def search_main(argv: Sequence[str] | None = None) -> int:
         index = PaperIndex(settings)
         if _empty(index):
             return EXIT_USAGE
-        result = Retriever(index).retrieve(
+        retriever = Retriever(index)
+        _warn_uncalibrated(retriever)
+        result = retriever.retrieve(
             args.query, k=k, author=args.author, track=args.track, mode=args.mode
         )
     except (IndexError_, EmbeddingModelError) as err:
@@ -225,7 +234,9 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
         index = PaperIndex(settings)
         if _empty(index):
             return EXIT_USAGE
-        answerer = Answerer(Retriever(index), settings)
+        retriever = Retriever(index)
+        _warn_uncalibrated(retriever)
+        answerer = Answerer(retriever, settings)
 
         def show(delta: str) -> None:
             print(delta, end="", flush=True)

@@ -20,7 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
+from rag import abstain
 from rag.corpus import Paper
+from rag.embed import model_identity
 from rag.index import Hit, PaperIndex, Snapshot
 from rag.query import Query, Vocabulary, parse
 from rag.text import GENERIC_WORDS, split_sentences, stems
@@ -34,19 +36,8 @@ LEG_WEIGHTS = {"dense": 1.0, "bm25": 0.5}
 TOPIC_BM25_WEIGHT = 1.0
 RRF_K = 20.0  # reciprocal rank fusion's constant: the top few ranks dominate
 Ranked = tuple[str, float, str]  # (paper id, score, best passage)
-# Relevance of a topical question to the collection, from the dense and BM25 legs:
-#   best cosine + GAP_WEIGHT * (best cosine - mean of the next five) + BM25_WEIGHT * min(best
-#   BM25 score, BM25_CAP).
-# Below ABSTAIN_BELOW the result is empty and flagged. The weights and threshold were
-# calibrated with `python -m evals.retrieval --scale seed` on the questions of
-# evals/questions.jsonl that the collection cannot answer, holding wrongly abstained
-# answerable questions to at most 5% (see evals/README.md for what that buys).
-GAP_WEIGHT = 2.0
-BM25_WEIGHT = 0.06
-BM25_CAP = 12.0
-ABSTAIN_BELOW = 0.72
-# Above it, a question about a known topic that none of this many closest papers mentions is
-# abstained on too (rag.topics).
+# Whether a topical question is about anything indexed is decided by rag.abstain, from a
+# calibration of the embedding model in use. Its topic check reads this many closest papers.
 TOPIC_CHECK_PAPERS = 3
 # Of this many best fused papers, those that mention the topic a question names go first.
 TOPIC_FIRST_DEPTH = 20
@@ -148,6 +139,7 @@ class Retriever:
         self._vector_collection: Any = None  # the collection handle _vector_index reads
         self._vector_model: Any = None
         self._topics: Topics | None = None
+        self._abstention: abstain.Abstention | None = None
 
     @property
     def topics(self) -> Topics:
@@ -158,7 +150,25 @@ class Retriever:
                 self.index.topics_dir,
                 self.index.model_key,
             )
+            self._topics.near_cutoff = self.abstention.near_topic
         return self._topics
+
+    @property
+    def abstention(self) -> abstain.Abstention:
+        """The abstention policy for this index's embedding model (rag.abstain)."""
+        if self._abstention is None:
+            self._abstention = abstain.load(
+                [self.index.settings.home],
+                self.index.model_key,
+                str(model_identity(self.index.settings.embed.model).get("name", "")),
+            )
+        return self._abstention
+
+    @abstention.setter
+    def abstention(self, policy: abstain.Abstention) -> None:
+        self._abstention = policy
+        if self._topics is not None:
+            self._topics.near_cutoff = policy.near_topic
 
     # ------------------------------------------------------------------ loading
 
@@ -412,48 +422,63 @@ class Retriever:
             for pid in ranked_ids
             if pid in self.papers
         ]
-        score = relevance(dense, sparse)
-        signals = {
-            "relevance": round(score, 4),
-            "top_dense": round(dense[0][1], 4) if dense else 0.0,
-            "named": float(len(named)),
-        }
-        if mode == "hybrid":
-            abstain = not named and allowed is None and score < ABSTAIN_BELOW
-        else:
-            abstain = False  # the plain legs are baselines: no abstention of their own
-        if abstain or not hits:
+        signals: dict[str, float] = {"named": float(len(named))}
+        if mode == "hybrid" and not named and allowed is None and vector is not None:
+            decision = self._abstention_check(q, vector, dense, sparse, first_ids)
+            signals |= decision.signals
+            if decision.abstain:
+                return Retrieval(
+                    query, [], True, decision.reason, mode, authors, tracks, signals=signals
+                )
+        elif dense:  # named papers, filters and the plain legs are exempt
+            signals["top_dense"] = round(dense[0][1], 4)
+        if not hits:
             reason = (
-                f"nothing indexed is about this question (relevance {score:.2f} < "
-                f"{ABSTAIN_BELOW:.2f})"
-                if mode != "bm25"
-                else "no indexed paper shares a term with the question"
+                "no indexed paper shares a term with the question"
+                if mode == "bm25"
+                else "nothing indexed is about this question"
             )
             return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
-        if (
-            mode == "hybrid"
-            and vector is not None
-            and not named
-            and allowed is None
-            and self.index.settings.search.topic_check
-        ):
-            texts = [f"{self.papers[pid].title} {self.papers[pid].abstract}" for pid in first_ids]
-            topic = self.topics.unmentioned(query, vector, texts, asks_for_papers)
-            if topic:
-                reason = f"the question is about {topic!r}; none of the closest papers mention it"
-                signals["unmentioned_topic"] = 1.0
-                return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
-            name = q.unknown_name
-            if name:
-                reason = f"no indexed paper mentions {name!r}"
-                signals["unknown_name"] = 1.0
-                return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
         total = 0
         if q.wants_all and topics and not named and mode == "hybrid":
             hits, total = self._every_mention(q, topics, hits, allowed, fused, passages)
         return Retrieval(
             query, hits, False, "", mode, authors, tracks, signals=signals, total=total
         )
+
+    def _abstention_check(
+        self,
+        q: Query,
+        vector: list[float],
+        dense: list[Ranked],
+        sparse: list[Ranked],
+        first_ids: list[str],
+    ) -> abstain.Decision:
+        """rag.abstain's decision on a topical question, from its signals."""
+        policy = self.abstention
+        lacking = unknown = None
+        sweep: list[float] = []
+        if self.index.settings.search.topic_check:
+            texts = [f"{self.papers[pid].title} {self.papers[pid].abstract}" for pid in first_ids]
+
+            def lacking(cutoff: float) -> str | None:
+                topics = abstain.topics_at(self.topics, cutoff)
+                return topics.unmentioned(q.text, vector, texts, q.spells_topics)
+
+            def unknown() -> str | None:
+                return q.unknown_name
+
+            if policy.recording:
+                sweep = abstain.near_cutoffs(self.topics, vector)
+        signals = abstain.measure(
+            [d[1] for d in dense],
+            [d[1] for d in sparse],
+            lacking,
+            policy.near_topic,
+            unknown,
+            sweep,
+        )
+        return policy.decide(signals)
 
     def _every_mention(
         self,
@@ -599,17 +624,6 @@ def _fuse(dense: list[Ranked], sparse: list[Ranked], bm25_weight: float) -> dict
         for rank, (pid, _score, _text) in enumerate(ranked):
             fused[pid] = fused.get(pid, 0.0) + weight / (RRF_K + rank)
     return fused
-
-
-def relevance(dense: list[Ranked], sparse: list[Ranked]) -> float:
-    """How much the collection is about a question (see ABSTAIN_BELOW)."""
-    if not dense:
-        return 0.0
-    top = dense[0][1]
-    rest = [d[1] for d in dense[1:6]]
-    gap = top - sum(rest) / len(rest) if rest else 0.0
-    bm25 = min(sparse[0][1], BM25_CAP) if sparse else 0.0
-    return top + GAP_WEIGHT * gap + BM25_WEIGHT * bm25
 
 
 def _mentions(paper: Paper, terms: list[str]) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import re
 from collections import Counter
@@ -31,9 +32,6 @@ from rag.text import stems as _stems
 log = logging.getLogger(__name__)
 
 TOPICS_FILE = Path(__file__).with_name("topics.txt")
-# A question is "about" a topic from this cosine similarity on (all-MiniLM-L6-v2), calibrated
-# with `python -m evals.retrieval --scale seed` like ABSTAIN_BELOW in rag.retrieve.
-NEAR_TOPIC = 0.6
 # Words in this share of topics or more ("model", "learning", "generative") name no topic
 # of their own: a paper need not repeat them to be about the topic.
 GENERIC_SHARE = 0.04
@@ -50,9 +48,12 @@ def _words(text: str) -> list[str]:
 class Topics:
     """The topic background, embedded with one model."""
 
-    def __init__(self, phrases: list[str], vectors: np.ndarray) -> None:
+    def __init__(self, phrases: list[str], vectors: np.ndarray, near: float = math.inf) -> None:
         self.phrases = phrases
         self.vectors = vectors
+        # The cosine from which a question is near a topic: a number of the embedding model,
+        # from its calibration (rag.abstain); without one no topic is near by cosine.
+        self.near_cutoff = near
         share: Counter[str] = Counter()
         for phrase in phrases:
             share.update(set(_stems(phrase)))
@@ -93,15 +94,20 @@ class Topics:
                 log.warning("cannot cache topic vectors in %s (%s)", cached, err)
         return cls(phrases, vectors)
 
-    def near(self, query_vector: Any, limit: int = 10) -> list[tuple[str, float]]:
-        """Topics the question is about, nearest first."""
-        return [(self.phrases[i], sim) for i, sim in self._near(query_vector, limit)]
+    def near(
+        self, query_vector: Any, limit: int = 10, cutoff: float | None = None
+    ) -> list[tuple[str, float]]:
+        """Topics the question is about, nearest first (from `cutoff`, default near_cutoff)."""
+        return [(self.phrases[i], sim) for i, sim in self._near(query_vector, limit, cutoff)]
 
-    def _near(self, query_vector: Any, limit: int) -> list[tuple[int, float]]:
+    def _near(
+        self, query_vector: Any, limit: int, cutoff: float | None = None
+    ) -> list[tuple[int, float]]:
+        least = self.near_cutoff if cutoff is None else cutoff
         q = np.asarray(query_vector, dtype=np.float32)
         sims = self.vectors @ (q / (np.linalg.norm(q) + 1e-12))
         order = np.argsort(-sims)[:limit]
-        return [(int(i), float(sims[i])) for i in order if sims[i] >= NEAR_TOPIC]
+        return [(int(i), float(sims[i])) for i in order if sims[i] >= least]
 
     def named(
         self, question: str, query_vector: Any, verbatim: bool = False

@@ -182,11 +182,25 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, embed: Embed
     with FileLock(f"{shared}.lock"):
         if not (shared / "done").exists():
             shutil.rmtree(shared, ignore_errors=True)
-            PaperIndex(Settings(home=shared / "home", embed=embed)).ingest([CORPUS], progress=False)
+            settings = Settings(home=shared / "home", embed=embed)
+            PaperIndex(settings).ingest([CORPUS], progress=False)
+            if embed.model == fake_embed.NAME:
+                calibrate_fake(settings)
             (shared / "done").touch()
     home = tmp_path_factory.mktemp(name) / "home"
     shutil.copytree(shared / "home", home)
     return home
+
+
+def calibrate_fake(settings: Settings) -> None:
+    """The hashing embedder's abstention, fitted like any model's (`python -m evals.calibrate`)
+    and written into the index's home, where rag.abstain looks first."""
+    from evals.calibrate import calibrate
+    from rag.index import PaperIndex
+    from rag.retrieve import Retriever
+
+    calibration, _ = calibrate(Retriever(PaperIndex(settings)), cross_validate=False)
+    calibration.save(settings.home / "calibration" / f"{calibration.model_key}.json")
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from rag.answer import (
     parse_citations,
 )
 from rag.index import PaperIndex
-from rag.retrieve import ABSTAIN_BELOW, Retriever
+from rag.retrieve import Retriever
 from rag.settings import AnswerSettings, Settings
 
 from .conftest import CORPUS, FAKE_ENV, LlamaServer, call_cli, free_port, run_cli
@@ -140,13 +140,12 @@ def test_model_refusal_when_sources_clearly_match_shows_sources(fake_seed: Setti
 
 
 def test_model_refusal_abstains_only_where_retrieval_is_weakest(seed_readonly: Settings) -> None:
-    # Relevance just above the abstention threshold: the model's refusal tips it (no paper
-    # here is about adversarial attacks on driving).
+    # Just above the abstention threshold the model's refusal tips it; higher up, a loosely
+    # worded question about a paper that is there gets its sentences, not a refusal.
     a, _ = answerer(seed_readonly, "NOT IN SOURCES")
-    unsure = a.ask("adversarial examples against self-driving car perception")
+    unsure = a.ask("faster inference for large language models")
+    assert unsure.signals["abstain_below"] <= unsure.signals["relevance"] < CONFIDENT_RELEVANCE
     assert unsure.abstained and "model found" in unsure.reason
-    assert ABSTAIN_BELOW <= unsure.signals["relevance"] < CONFIDENT_RELEVANCE
-    # A loosely worded question about a paper that is there: its sentences, not a refusal.
     loose = a.ask(
         "Can the per-position fully connected sublayers of a transformer be made independent "
         "of surrounding text and precomputed as a table kept on disk?"

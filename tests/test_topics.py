@@ -21,7 +21,7 @@ def topics_near(*near: str) -> tuple[Topics, np.ndarray]:
     """The real topic list with vectors that put a question next to `near` and nothing else."""
     vectors = np.eye(len(PHRASES), dtype=np.float32)
     question = sum(vectors[PHRASES.index(p)] for p in near)
-    return Topics(PHRASES, vectors), np.asarray(question)
+    return Topics(PHRASES, vectors, near=0.6), np.asarray(question)
 
 
 def test_topic_named_by_the_question_and_absent_from_the_papers() -> None:
@@ -75,7 +75,7 @@ def test_a_topic_only_near_the_question_is_not_held_against_the_papers() -> None
 def test_far_topics_are_ignored() -> None:
     topics, _ = topics_near("federated learning")
     far = np.zeros(len(PHRASES), dtype=np.float32)
-    # Cosine 0.5 with each of four topics: below NEAR_TOPIC.
+    # Cosine 0.5 with each of four topics: below the near-topic cutoff (0.6 here).
     for phrase in ("federated learning", "reinforcement learning", "watermarking", "fmri"):
         far[PHRASES.index(phrase)] = 0.5
     assert topics.unmentioned("federated learning", far, ["nothing related"]) is None
@@ -140,15 +140,15 @@ def test_seed_questions_on_uncovered_topics_abstain(retriever: Retriever) -> Non
 def test_questions_about_names_no_paper_mentions_abstain(retriever: Retriever) -> None:
     r = retriever.retrieve("How does AlphaFold 3 predict protein complex structures?")
     assert r.abstained and r.hits == [] and "'AlphaFold'" in r.reason
-    # Names the papers use, and paper names, are answered.
-    for known in (
-        "Which papers train SAEs on vision models?",
-        "How do MLLMs handle corrupted images?",
-        "What does Motion-R1 generate?",
-    ):
+    # Paper names are answered; a name the papers use is no evidence against a question
+    # (the fitted model may still find a short one too far from every paper).
+    for known in ("How do MLLMs handle corrupted images?", "What does Motion-R1 generate?"):
         assert not retriever.retrieve(known).abstained, known
+    sae = retriever.retrieve("Which papers train SAEs on vision models?")
+    assert sae.signals["unknown_name"] == 0.0 and "SAEs" not in sae.reason
     retriever.index.settings.search.topic_check = False
-    assert not retriever.retrieve("How does AlphaFold 3 predict protein complexes?").abstained
+    off = retriever.retrieve("How does AlphaFold 3 predict protein complexes?")
+    assert off.signals["unknown_name"] == 0.0 and "AlphaFold" not in off.reason
 
 
 def test_topic_vectors_are_cached_by_ingest(fake_seed_copy: Settings, tmp_path: Path) -> None:

@@ -144,6 +144,11 @@ class ChatService:
         return len(self.retriever.papers)
 
     def backend_status(self, backend: str) -> str:
+        # An embedding model without an abstention calibration is said where the model is.
+        warning = self.retriever.abstention.warning
+        return self._backend_line(backend) + (f"\n\n⚠️ {warning}" if warning else "")
+
+    def _backend_line(self, backend: str) -> str:
         llm = self.settings.llm
         if backend == "extractive":
             return "extractive: no LLM, answers are the sources' own sentences."
