@@ -21,6 +21,7 @@ from rag.corpus import Paper
 from rag.text import (
     QUESTION_WORDS,
     STOPWORDS,
+    alternatives,
     coined_tokens,
     contains,
     fold,
@@ -57,7 +58,6 @@ _ABOUT_AUTHOR = re.compile(
     r"\b",
     re.IGNORECASE,
 )
-_EITHER = re.compile(r"\bor\b", re.IGNORECASE)
 
 
 class Asks(StrEnum):
@@ -413,7 +413,7 @@ def parse(
         "wants_all": asks is Asks.PAPERS,
         "spells_topics": bool(re.search(r"\bpapers?\b", question, re.I)),
         "names": tuple(n for n in coined_tokens(question)),
-        "sides": tuple(s.strip() for s in _EITHER.split(question) if s.strip()),
+        "sides": tuple(alternatives(question)),
         # A "why" question asks for an explanation, which abstracts give; a detail it names
         # is its subject, not what it asks for.
         "full_text_detail": "" if _WHY.match(question) or not detail else detail.group(0),

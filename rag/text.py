@@ -112,6 +112,14 @@ def split_sentences(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+_OR = re.compile(r"\bor\b", re.IGNORECASE)
+
+
+def alternatives(text: str) -> list[str]:
+    """The sides of an "A or B" question (one side when there is no "or")."""
+    return [side.strip() for side in _OR.split(text) if side.strip()] or [text]
+
+
 _NAME_PART = re.compile(r"[A-Za-z0-9]+(?:[-‑][A-Za-z0-9]+)*")
 _ACRONYM = re.compile(r"[A-Z]{2,5}s?")
 

@@ -18,7 +18,6 @@ import hashlib
 import logging
 import math
 import os
-import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.text import plain_words
+from rag.text import alternatives, plain_words
 from rag.text import stems as _stems
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,6 @@ TOPICS_FILE = Path(__file__).with_name("topics.txt")
 GENERIC_SHARE = 0.04
 # How many other words may stand between a topic's words in a paper.
 WINDOW_SLACK = 2
-_EITHER = re.compile(r"\bor\b", re.IGNORECASE)
 
 
 def _words(text: str) -> list[str]:
@@ -170,7 +168,7 @@ class Topics:
         # A question with an "or" asks for either side: each side must name a topic the
         # papers lack before the question as a whole does. A side that names no known topic
         # is no alternative.
-        sides = [set(_stems(side)) for side in _EITHER.split(question)]
+        sides = [set(_stems(side)) for side in alternatives(question)]
         asked = set().union(*sides)
         if len(sides) > 1:
             named = [s for s in sides if any(n and set(n) <= s for n in self._needed)]
