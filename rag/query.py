@@ -447,7 +447,9 @@ def parse(
             unknown_author = name
         elif track_hit:
             rest = [w for w in topical if w not in track_used]
-            cue = any(w in _TRACK_CUES for w in words) or POSITION_TRACK in track_hit
+            # A track's whole name ("Deep Learning · Theory") can only mean the track.
+            whole = any(track_used == tokens(t) for t in track_hit if " · " in t)
+            cue = whole or any(w in _TRACK_CUES for w in words) or POSITION_TRACK in track_hit
             if cue or not rest:
                 tracks, topical = track_hit, rest
     return Query(

@@ -80,6 +80,9 @@ def test_authors_by_full_name_surname_and_the_collections_own_frequencies(
 def test_tracks_need_a_cue_unless_nothing_else_is_asked(vocab: Vocabulary) -> None:
     assert parse("papers in the theory track", vocab).tracks == ("Deep Learning · Theory",)
     assert parse("theory", vocab).tracks == ("Deep Learning · Theory",)
+    assert parse("Show what got in under Deep Learning · Theory", vocab).tracks == (
+        "Deep Learning · Theory",
+    )
     topical = parse("theory of sparse autoencoders", vocab)
     assert topical.tracks == () and "theory" in topical.topical
 
