@@ -358,6 +358,7 @@ class Retriever:
         found = self._topical(q, len(within), within, "hybrid", authors, tracks)
         # Every earlier paper ranks somewhere; only those whose text has the follow-up's
         # topical words (or that it names) answer "which of those ...".
+        # Words of three letters or fewer ("use", "new", "gan") match too much by stem.
         terms = [w for w in q.topical if w not in GENERIC_WORDS and len(w) > 3]
         found.hits = [
             h for h in found.hits if "name" in h.matched or (terms and _mentions(h.paper, terms))
@@ -383,6 +384,7 @@ class Retriever:
         tracks: list[str],
     ) -> Retrieval:
         query = q.text
+        # Each leg reads several chunks per paper it can return, and fusion needs overlap.
         depth = max(4 * k, 40)
         vector = None
         if mode in ("hybrid", "dense"):
