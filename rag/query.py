@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from rag.corpus import Paper
@@ -406,29 +406,32 @@ def parse(
     words = tokens(question)
     asks = asks_of(question)
     detail = _FULL_TEXT.search(question)
-    base = {
-        "text": question,
-        "words": tuple(words),
-        "asks": asks,
-        "wants_all": asks is Asks.PAPERS,
-        "spells_topics": bool(re.search(r"\bpapers?\b", question, re.I)),
-        "names": tuple(n for n in coined_tokens(question)),
-        "sides": tuple(alternatives(question)),
+    names = tuple(coined_tokens(question))
+    topical = [w for w in words if w not in FILLER]
+    q = Query(
+        text=question,
+        words=tuple(words),
+        topical=tuple(topical),
+        asks=asks,
+        wants_all=asks is Asks.PAPERS,
+        spells_topics=bool(re.search(r"\bpapers?\b", question, re.I)),
+        names=names,
+        unknown_name=vocab.unknown_name(names) if names else "",
+        sides=tuple(alternatives(question)),
         # A "why" question asks for an explanation, which abstracts give; a detail it names
         # is its subject, not what it asks for.
-        "full_text_detail": "" if _WHY.match(question) or not detail else detail.group(0),
-        "within": frozenset(within) if within is not None else None,
-    }
-    base["unknown_name"] = vocab.unknown_name(base["names"]) if base["names"] else ""  # type: ignore[arg-type]
-    topical = [w for w in words if w not in FILLER]
+        full_text_detail="" if _WHY.match(question) or not detail else detail.group(0),
+        within=frozenset(within) if within is not None else None,
+    )
     if author or track:
-        return Query(
-            **base,  # type: ignore[arg-type]
-            topical=tuple(topical),
-            authors=tuple(vocab.match_authors(author) if author else ()),
-            tracks=tuple(vocab.match_tracks(track) if track else ()),
-            unknown_author=author if author and not vocab.match_authors(author) else "",
-            unknown_track=track if track and not vocab.match_tracks(track) else "",
+        authors = vocab.match_authors(author) if author else []
+        tracks = vocab.match_tracks(track) if track else []
+        return replace(
+            q,
+            authors=tuple(authors),
+            tracks=tuple(tracks),
+            unknown_author=author if author and not authors else "",
+            unknown_track=track if track and not tracks else "",
             explicit=True,
         )
     named = vocab.named_papers(question)
@@ -436,7 +439,7 @@ def parse(
     track_hit, track_used = vocab.find_tracks(words)
     if authors and len(track_used) > len(used):
         authors = []  # "Deep Learning · Theory" is a track, not papers by Mr Deep
-    tracks: list[str] = []
+    tracks = []
     unknown_author = ""
     if authors:
         topical = [w for w in topical if w not in used]
@@ -452,8 +455,8 @@ def parse(
             cue = whole or any(w in _TRACK_CUES for w in words) or POSITION_TRACK in track_hit
             if cue or not rest:
                 tracks, topical = track_hit, rest
-    return Query(
-        **base,  # type: ignore[arg-type]
+    return replace(
+        q,
         topical=tuple(topical),
         authors=tuple(authors),
         tracks=tuple(tracks),
