@@ -21,6 +21,7 @@ from rag.corpus import Paper
 from rag.text import (
     QUESTION_WORDS,
     STOPWORDS,
+    WORD,
     alternatives,
     coined_tokens,
     contains,
@@ -44,7 +45,6 @@ _POSITION = re.compile(r"^\s*position\s*:|\bposition papers?\b", re.IGNORECASE)
 _TRACK_CUES = frozenset(
     {"track", "tracks", "area", "areas", "subarea", "subareas", "category", "filed", "submitted"}
 )
-_WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
 _CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
 _SUBJECT = re.compile(
@@ -212,7 +212,8 @@ class Vocabulary:
     spellings: dict[str, set[str]] = field(default_factory=dict)
     capitalised: dict[str, set[str]] = field(default_factory=dict)  # "IPVRM" -> paper ids
     _text: str | None = None  # every title and abstract, lower-cased, joined on first use
-    _counts: dict[str, int] = field(default_factory=dict)
+    _counts: dict[str, int] = field(default_factory=dict)  # whole-word uses
+    _substrings: dict[str, int] = field(default_factory=dict)  # uses inside any word
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -267,7 +268,9 @@ class Vocabulary:
         """Whether the collection uses a word often (substring count, so it errs towards
         ordinary): a name that is such a word ("Guidance: ...", a model coined as "MODEL")
         names its paper only when the question spells it the same way."""
-        return self.text().count(word) > 4 * MAX_NAME_SHARERS
+        if word not in self._substrings:
+            self._substrings[word] = self.text().count(word)
+        return self._substrings[word] > 4 * MAX_NAME_SHARERS
 
     # ------------------------------------------------------------------ metadata
 
@@ -323,7 +326,7 @@ class Vocabulary:
         capitalised: set[str] = set()
         opening: set[str] = set()
         acronyms: set[str] = set()
-        for m in _WORD.finditer(original):
+        for m in WORD.finditer(original):
             w = m.group()
             if len(w) > 1 and w.isupper():
                 acronyms.update(tokens(w))

@@ -131,7 +131,6 @@ class Retriever:
 
     def __init__(self, index: PaperIndex) -> None:
         self.index = index
-        self._lock = threading.Lock()  # the lazily filled caches
         self._loading = threading.Lock()  # one thread reads a new version; others wait
         self._tables: _Tables | None = None
         self._pinned = threading.local()
@@ -497,40 +496,34 @@ class Retriever:
         how many papers mention the topics."""
         mentioning = self._mentioning(topics)
         if allowed is not None:
-            mentioning &= allowed
+            mentioning = {pid: w for pid, w in mentioning.items() if pid in allowed}
         first = list(hits)
-        rest = mentioning - {h.paper.id for h in first}
+        rest = set(mentioning) - {h.paper.id for h in first}
         if rest:
             # The papers that say the topic's words most often first.
             said = {w for needed in topics for w in needed}
-            count = {
-                pid: sum(
-                    w in said
-                    for w in self.topics.text_stems(
-                        f"{self.papers[pid].title} {self.papers[pid].abstract}"
-                    )
-                )
-                for pid in rest
-            }
+            count = {pid: sum(w in said for w in mentioning[pid]) for pid in rest}
             for pid in sorted(rest, key=lambda p: (-count[p], p)):
                 passage = passages.get(pid, (0.0, _lead(self.papers[pid].abstract)))[1]
                 score = round(fused.get(pid, 0.0), 6)
                 first.append(Hit(self.papers[pid], score, passage, ("topic",)))
         return first, len(mentioning)
 
-    def _mentioning(self, topics: list[tuple[str, ...]]) -> set[str]:
-        """Papers whose title and abstract mention every one of `topics` (rag.topics):
-        candidates from BM25's inverted index (same stemmer), then the words-together test."""
+    def _mentioning(self, topics: list[tuple[str, ...]]) -> dict[str, list[str]]:
+        """Papers whose title and abstract mention every one of `topics` (rag.topics), with
+        the stems of their text: candidates from BM25's inverted index (same stemmer), then
+        the words-together test."""
         candidates: set[str] | None = None
         for needed in topics:
             ids = self._papers_with(needed)
             candidates = ids if candidates is None else candidates & ids
-        return {
-            pid
-            for pid in candidates or set()
-            for p in (self.papers[pid],)
-            if self.topics.mentioned(topics, f"{p.title} {p.abstract}") == len(topics)
-        }
+        out = {}
+        for pid in candidates or set():
+            p = self.papers[pid]
+            words = self.topics.text_stems(f"{p.title} {p.abstract}")
+            if self.topics.mentioned_in(topics, words) == len(topics):
+                out[pid] = words
+        return out
 
     def _papers_with(self, stems: tuple[str, ...]) -> set[str]:
         """Papers that have every one of `stems` somewhere in their chunks."""

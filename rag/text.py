@@ -50,7 +50,8 @@ _HAS_MARK = re.compile(
 )
 
 
-_WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
+# A word as written: letters and digits, with inner apostrophes and hyphens.
+WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
 # "Bouniot's papers", "what's in the theory track": the clitic is not part of the word, so
 # the name matches its author and "what" its stopword. "O'Brien" keeps its apostrophe.
 _CLITIC = re.compile(r"['’](?:s|re|ve|ll|d|m)$")
@@ -58,7 +59,7 @@ _CLITIC = re.compile(r"['’](?:s|re|ve|ll|d|m)$")
 
 def tokens(text: str) -> list[str]:
     """Folded words, hyphenated words kept whole ("fs-dfm", "o'brien")."""
-    words = (_CLITIC.sub("", t).strip("'’-") for t in _WORD.findall(fold(text)))
+    words = (_CLITIC.sub("", t).strip("'’-") for t in WORD.findall(fold(text)))
     return [w for w in words if w]
 
 

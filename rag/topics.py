@@ -148,8 +148,11 @@ class Topics:
 
     def mentioned(self, topics: list[tuple[str, ...]], text: str) -> int:
         """How many of `topics` `text` has the words of, close together."""
-        words = [self.text_stems(text)]
-        return sum(_together(needed, words) for needed in topics)
+        return self.mentioned_in(topics, self.text_stems(text))
+
+    def mentioned_in(self, topics: list[tuple[str, ...]], words: list[str]) -> int:
+        """`mentioned` for a text already reduced by `text_stems`."""
+        return sum(_together(needed, [words]) for needed in topics)
 
     def unmentioned(
         self, question: str, query_vector: Any, texts: list[str], spelled: bool = False
