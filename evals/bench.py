@@ -147,9 +147,9 @@ def child_ingest(home: Path, paths: list[Path]) -> dict[str, Any]:
     result = read_records(paths, root=PROJECT_ROOT)
     papers = merge_records(result.papers)
     texts = [n.get_content(MetadataMode.EMBED) for p in papers for n in index.nodes_for(p)]
-    st = model._model  # type: ignore[attr-defined]  # the SentenceTransformer inside
+    # The floor is the runtime's own encode of the same texts, with nothing around it.
     t0, c0 = time.perf_counter(), _cpu()
-    st.encode(texts, batch_size=settings.embed.batch_size, normalize_embeddings=True)
+    model.get_text_embedding_batch(texts)
     floor, floor_cpu = time.perf_counter() - t0, _cpu() - c0
     t0, c0 = time.perf_counter(), _cpu()
     first = index.ingest(paths, progress=False)
@@ -165,20 +165,31 @@ def child_ingest(home: Path, paths: list[Path]) -> dict[str, Any]:
         "ingest_s": round(first_s, 2),
         "ingest_cpu_s": round(first_cpu, 2),
         "embed_s": round(first.embed_seconds, 2),
+        "estimate_s": first.estimate_seconds,
         "reingest_s": round(again_s, 2),
         "reembedded": again.chunks_embedded,
     }
 
 
-def bench_ingest(size: str) -> dict[str, Any]:
+# How `--runtimes` names a way of running the embedding model: RAG_EMBED_* settings.
+RUNTIMES = {
+    "torch": {"RAG_EMBED_RUNTIME": "torch"},
+    "onnx": {"RAG_EMBED_RUNTIME": "onnx"},
+    "onnx-int8": {"RAG_EMBED_RUNTIME": "onnx", "RAG_EMBED_PRECISION": "int8"},
+}
+
+
+def bench_ingest(size: str, runtime: str = "onnx") -> dict[str, Any]:
     home = home_for(size)
     shutil.rmtree(home, ignore_errors=True)
     paths = size_paths(size)
     cmd = [sys.executable, "-m", "evals.bench", "--child-ingest", str(home), *map(str, paths)]
-    out, peak_kib = _run_measured(cmd, _env(home))
+    out, peak_kib = _run_measured(cmd, _env(home, **RUNTIMES[runtime]))
     row: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     row |= {
         "size": size,
+        "runtime": runtime,
+        "model": os.environ.get("RAG_EMBED_MODEL", "minilm"),
         "papers_per_s": round(row["papers"] / row["ingest_s"], 1),
         "ingest_over_floor": round(row["ingest_s"] / row["floor_s"], 3),
         "ingest_over_floor_cpu": round(row["ingest_cpu_s"] / row["floor_cpu_s"], 3),
@@ -628,6 +639,12 @@ def save_results(results: dict[str, Any]) -> None:
     plot(results)
 
 
+def _ingest_keyed(row: dict[str, Any]) -> dict[str, Any]:
+    """Rows from before runtimes were compared were minilm on torch."""
+    model, runtime = row.get("model", "minilm"), row.get("runtime", "torch")
+    return row | {"model": model, "runtime": runtime, "key": f"{row['size']}-{model}-{runtime}"}
+
+
 def _merge_rows(old: list[dict[str, Any]], new: list[dict[str, Any]], key: str) -> list[Any]:
     keep = {str(r[key]): r for r in old}
     keep.update({str(r[key]): r for r in new})
@@ -653,23 +670,29 @@ def write_markdown(r: dict[str, Any]) -> None:
         lines += [
             f"## Ingest ({r['ingest_meta']})",
             "",
-            "| papers | chunks | floor s | ingest s | ingest / floor | same in CPU time | "
+            "| papers | model, runtime | chunks | floor s | ingest s | estimated s | "
+            "ingest CPU s | ingest / floor | same in CPU time | "
             "papers/s | unchanged re-ingest s | re-ingest / ingest | peak RSS MB | index MB |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        for row in sorted(r["ingest"], key=lambda x: x["papers"]):
+        for row in sorted(r["ingest"], key=lambda x: (x["papers"], x.get("key", ""))):
+            runtime = f"{row.get('model', 'minilm')}, {row.get('runtime', 'torch')}"
             lines.append(
-                f"| {row['papers']} | {row['chunks']} | {row['floor_s']} | {row['ingest_s']} | "
+                f"| {row['papers']} | {runtime} | {row['chunks']} | {row['floor_s']} | "
+                f"{row['ingest_s']} | {row.get('estimate_s') or '–'} | {row['ingest_cpu_s']} | "
                 f"{row['ingest_over_floor']} | {row.get('ingest_over_floor_cpu', '–')} | "
                 f"{row['papers_per_s']} | {row['reingest_s']} | "
                 f"{row['reingest_over_ingest']} | {row['peak_rss_mb']} | {row['disk_mb']} |"
             )
         lines += [
             "",
-            "Floor: `SentenceTransformer.encode` of exactly the chunk texts ingest embeds, "
-            "model loaded beforehand, same process. CPU time (user + system, all threads) is "
-            "the steadier ratio when other work shares the cores. Peak RSS is that child "
-            "process's.",
+            "Floor: the runtime's own encode of exactly the chunk texts ingest embeds, "
+            "model loaded beforehand, same process. torch is sentence-transformers; onnx is "
+            "ONNX Runtime at the model's own precision (fp32), onnx-int8 its int8 export. "
+            "CPU time (user + system, all threads) is the steadier ratio when other work "
+            "shares the cores. "
+            "Peak RSS is that child process's. Estimated: what ingest announced before "
+            "embedding, timed on a block of typical chunks.",
             "",
         ]
     if r.get("retrieval"):
@@ -846,6 +869,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--synthetic", default="100000,1000000", help="synthetic vector counts")
     parser.add_argument("--stores", default="embedded,server", help="embedded, server or both")
+    parser.add_argument(
+        "--runtimes",
+        default="onnx",
+        help=f"embedding runtimes for ingest and cold, side by side ({', '.join(RUNTIMES)})",
+    )
     parser.add_argument("--child-ingest", nargs="+", metavar="HOME PATH", help=argparse.SUPPRESS)
     parser.add_argument("--child-synthetic", nargs=2, metavar="TARGET N", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -874,15 +902,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return f"{stamp}, `python -m evals.bench {cmd}`"
 
     size_arg = f"--sizes {args.sizes}"
+    runtimes = [r for r in args.runtimes.split(",") if r]
+    if set(runtimes) - set(RUNTIMES):
+        parser.error(f"unknown runtimes {runtimes}; choose from {', '.join(RUNTIMES)}")
     if "ingest" in parts:
-        rows = []
         for size in sizes:
-            print(f"ingest {size} ...", file=sys.stderr, flush=True)
-            rows.append(bench_ingest(size))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-            results["ingest"] = _merge_rows(results.get("ingest", []), [rows[-1]], "size")
-            results["ingest_meta"] = meta(f"--parts ingest {size_arg}")
-            save_results(results)
+            for runtime in runtimes:
+                print(f"ingest {size} ({runtime}) ...", file=sys.stderr, flush=True)
+                row = bench_ingest(size, runtime)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                old = [_ingest_keyed(r) for r in results.get("ingest", [])]
+                results["ingest"] = _merge_rows(old, [_ingest_keyed(row)], "key")
+                results["ingest_meta"] = meta(
+                    f"--parts ingest {size_arg} --runtimes {args.runtimes}"
+                )
+                save_results(results)
     if "retrieval" in parts:
         rows = [bench_retrieval(size) for size in ["60", *sizes]]
         results["retrieval"] = _merge_rows(results.get("retrieval", []), rows, "size")

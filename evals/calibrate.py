@@ -115,7 +115,7 @@ def calibrate(
     except ValueError:
         source = str(questions_file)
     info = {
-        "model": model_identity(retriever.index.settings.embed.model),
+        "model": model_identity(retriever.index.settings.embed),
         "fitted_on": {
             "questions": source,
             "sha256": hashlib.sha256(questions_file.read_bytes()).hexdigest(),

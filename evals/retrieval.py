@@ -169,7 +169,9 @@ def build(scale: str, warn: bool = True) -> Retriever:
     summary = index.ingest(paths, progress=sys.stderr.isatty())
     print(
         f"[{scale}] index: {summary.total_papers} papers ({summary.chunks_embedded} chunks "
-        f"embedded now, {summary.seconds:.0f}s)",
+        f"embedded now, {summary.seconds:.0f}s"
+        + (f"; estimated {summary.estimate_seconds:.0f}s" if summary.estimate_seconds else "")
+        + ")",
         file=sys.stderr,
     )
     retriever = Retriever(index)
@@ -178,7 +180,7 @@ def build(scale: str, warn: bool = True) -> Retriever:
     retriever.abstention = abstain.load(
         [home, Settings().home],
         index.model_key,
-        str(model_identity(index.settings.embed.model).get("name", "")),
+        str(model_identity(index.settings.embed).get("name", "")),
     )
     if warn and retriever.abstention.warning:
         print(f"[{scale}] warning: {retriever.abstention.warning}", file=sys.stderr)

