@@ -26,15 +26,17 @@ from typing import Any
 from evals.retrieval import QUESTIONS, load_questions
 from evals.verifier import evaluate as evaluate_verifier
 from evals.verifier import load_pairs
-from rag.answer import Answerer, normalise_citations, parse_citations
+from rag.answer import normalise_citations, parse_citations
 from rag.corpus import Paper
+from rag.engine import Engine
 from rag.index import PaperIndex
-from rag.retrieve import Retriever
 from rag.settings import PROJECT_ROOT, Settings, fingerprint
 from rag.text import split_sentences
 from rag.verify import Verifier, strip_citations
+from rag.writers import ModelWriter
 
 REPORTS = Path(__file__).with_name("reports")
+FOLLOWUPS = Path(__file__).with_name("followups.jsonl")
 K = 5
 QUICK_PER_TYPE = 3
 # `--check` fails the run below these (what `make test` guards against regressions).
@@ -103,27 +105,81 @@ def correct(expected: list[str], text: str) -> bool | None:
 
 
 def run_ours(
-    answerer: Answerer, q: dict[str, Any], gold: set[str], verifier: Verifier
+    engine: Engine, q: dict[str, Any], gold: set[str], verifier: Verifier
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    answer = answerer.ask(q["question"])
+    answer = engine.ask(q["question"])
     total = (time.perf_counter() - started) * 1000
     sources = {s.n: s.paper for s in answer.sources}
+    cited = {sources[n].id for s in answer.sentences for n in s.citations if n in sources}
     row = {
         "abstained": answer.abstained,
+        "reason": answer.reason,
         "answer": answer.text,
-        "fallback": bool(answer.note),
+        "shape": answer.shape.value,
+        "written_by": answer.written_by,
+        "fallback": answer.failed,
         "retrieve_ms": answer.timings.get("retrieve_ms"),
         "first_token_ms": answer.timings.get("first_token_ms"),
         "total_ms": total,
-        "cited_gold": any(
-            sources[n].id in gold for s in answer.sentences for n in s.citations if n in sources
-        ),
+        "cited_gold": bool(cited & gold),
+        "cited_all_gold": bool(gold) and gold <= cited,
+        "compare": bool(q.get("compare")),
+        "label": q.get("label"),
+        "verdict": answer.verdict,
+        "sentences": [s.to_dict() for s in answer.sentences],
+        "raw": answer.raw,
     }
-    pairs = [(s.text, s.citations) for s in answer.sentences]
+    # The verdict of a yes/no answer and what a model says the sources lack are not claims
+    # a source supports: grounding scores the claims.
+    pairs = [(s.text, s.citations) for s in answer.sentences if s.kind == "claim"]
     row |= {"grounding": grounding(pairs, sources, verifier) if not answer.abstained else None}
     row["correct"] = correct(q.get("expected") or [], answer.text)
     return row
+
+
+def run_followups(engine: Engine, pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each pair's follow-up asked after its first question, in one conversation: how long
+    it takes (and the model's condensing of it, when no rule made it standalone)."""
+    from rag.chat import Conversation
+
+    rows = []
+    for pair in pairs:
+        conv = Conversation()
+        engine.ask(pair["first"], conv)
+        started = time.perf_counter()
+        answer = engine.ask(pair["follow_up"], conv)
+        total = (time.perf_counter() - started) * 1000
+        gold = {engine.retriever.resolve(g) for g in pair["gold"]}
+        condense = answer.timings.get("condense_ms")
+        first = answer.timings.get("first_token_ms")
+        rows.append(
+            {
+                "id": pair["id"],
+                "standalone": conv.turns[-1].standalone,
+                "condensed": condense is not None,
+                "condense_ms": condense,
+                # From the follow-up's start: its condensing comes before the answer's tokens.
+                "first_token_ms": None if first is None else first + (condense or 0.0),
+                "total_ms": total,
+                "written_by": answer.written_by,
+                "gold_found": bool(gold & {s.paper.id for s in answer.sources}),
+            }
+        )
+    return {
+        "pairs": len(rows),
+        "condensed": sum(r["condensed"] for r in rows),
+        "gold_found": round(sum(r["gold_found"] for r in rows) / max(1, len(rows)), 4),
+        "answered_by_model": round(
+            sum(r["written_by"] == "model" for r in rows) / max(1, len(rows)), 4
+        ),
+        "latency_ms": {
+            "first_token": _pct([r["first_token_ms"] for r in rows]),
+            "total": _pct([r["total_ms"] for r in rows]),
+            "condense": _pct([r["condense_ms"] for r in rows]),
+        },
+        "rows": rows,
+    }
 
 
 class Baseline:
@@ -187,6 +243,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     unanswerable = [r for r in rows if not r["answerable"]]
     answerable = [r for r in rows if r["answerable"]]
     checks = [r["correct"] for r in rows if r["correct"] is not None and r["answerable"]]
+    compares = [r for r in answerable if r.get("compare")]
+    yesno = [r for r in answerable if r.get("label") in ("yes", "no")]
 
     def ratio(a: float, b: float) -> float | None:
         return round(a / b, 4) if b else None
@@ -208,6 +266,15 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             sum(r["abstained"] for r in answerable), len(answerable)
         ),
         "correct": ratio(sum(checks), len(checks)),
+        # Answerable questions whose answer the model wrote (verified), not the sources'
+        # sentences standing in for it and not an abstention.
+        "answered_by_model": ratio(
+            sum(r.get("written_by") == "model" for r in answerable), len(answerable)
+        ),
+        "compare_cites_all": ratio(
+            sum(r.get("cited_all_gold", False) for r in compares), len(compares)
+        ),
+        "yesno_agrees": ratio(sum(r.get("verdict") == r.get("label") for r in yesno), len(yesno)),
         "latency_ms": {
             "retrieve": _pct([r.get("retrieve_ms") for r in rows]),
             "first_token": _pct([r.get("first_token_ms") for r in rows]),
@@ -250,6 +317,9 @@ def write_report(result: dict[str, Any], out_dir: Path) -> Path:
         "no_answer_abstained",
         "answerable_wrongly_abstained",
         "correct",
+        "answered_by_model",
+        "compare_cites_all",
+        "yesno_agrees",
     ]
     lines = [
         f"# Evals {result['date']} — {result['backend']} ({result['model']})",
@@ -277,14 +347,31 @@ def write_report(result: dict[str, Any], out_dir: Path) -> Path:
         f"accuracy {result['verifier']['accuracy']:.2f} "
         f"({result['verifier']['pairs']} pairs)",
         "",
-        "| type | n | recall@5 | citation recall | abstained | correct |",
-        "|---|---|---|---|---|---|",
+        "Citation recall is the share of answer sentences the verifier finds supported by "
+        f"their citations; the verifier's own precision is {result['verifier']['precision']:.2f}.",
+        "",
+        "| type | n | recall@5 | answered by the model | citation recall | gold cited | "
+        "abstained | correct | first token p50 | total p50 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for t, s in result["ours"]["by_type"].items():
+        lat = s["latency_ms"]
         lines.append(
             f"| {t} | {s['questions']} | {_fmt(result['retrieval_by_type'].get(t))} | "
-            f"{_fmt(s['citation_recall'])} | {_fmt(_abst(s))} | {_fmt(s['correct'])} |"
+            f"{_fmt(s['answered_by_model'])} | {_fmt(s['citation_recall'])} | "
+            f"{_fmt(s['answers_citing_gold'])} | {_fmt(_abst(s))} | {_fmt(s['correct'])} | "
+            f"{_lat1(lat.get('first_token', {}))} | {_lat1(lat.get('total', {}))} |"
         )
+    if f := result.get("followups"):
+        lat = f["latency_ms"]
+        lines += [
+            "",
+            f"Follow-ups ({f['pairs']} conversations of {FOLLOWUPS.name}): first token p50 "
+            f"{_lat1(lat['first_token'])}, total p50 {_lat1(lat['total'])}; "
+            f"{f['condensed']} condensed by the model (p50 {_lat1(lat['condense'])}), the rest "
+            f"made standalone by rules; the earlier paper found {f['gold_found']:.2f}, "
+            f"answered by the model {f['answered_by_model']:.2f}.",
+        ]
     lines += ["", *[f"![{p.stem}]({p.name})" for p in plots]]
     path = out_dir / f"{stem}.md"
     path.write_text("\n".join(lines) + "\n")
@@ -301,6 +388,10 @@ def _abst(s: dict[str, Any]) -> float | None:
 
 def _fmt(v: Any) -> str:
     return "–" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def _lat1(d: dict[str, float]) -> str:
+    return f"{d['p50'] / 1000:.1f} s" if d else "–"
 
 
 def _lat(d: dict[str, float]) -> str:
@@ -383,6 +474,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 below the thresholds")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument(
+        "--no-followups",
+        action="store_true",
+        help=f"skip the follow-up conversations of {FOLLOWUPS.name} (a full run asks them)",
+    )
+    parser.add_argument(
         "--questions",
         type=Path,
         default=QUESTIONS,
@@ -408,12 +504,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = settings.model_copy(update={"home": home})
     index = PaperIndex(settings)
     index.ingest(corpus, progress=sys.stderr.isatty())
-    retriever = Retriever(index)
+    engine = Engine(settings, index=index)
+    retriever = engine.retriever
     retriever.load()
-    # Like the chat page, a long run checks sentences with the torch model (faster on batches).
     index.embed_model.get_text_embedding_batch(["warm up"])
-    answerer = Answerer(retriever, settings)
-    verifier = answerer.verifier
+    verifier = engine.answerer.verifier
     questions = load_questions(args.questions)
     if args.quick:
         seen: dict[str, int] = defaultdict(int)
@@ -423,10 +518,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if seen[q["type"]] <= QUICK_PER_TYPE:
                 picked.append(q)
         questions = picked
-    backend = answerer.backend() if settings.llm.backend != "extractive" else None
+    writer = engine.writer
+    llm = getattr(writer.backend, "llm", None) if isinstance(writer, ModelWriter) else None
     baseline = None
-    if backend is not None and not args.no_baseline:
-        baseline = Baseline(index, backend.llm, retriever.papers)  # type: ignore[attr-defined]
+    if llm is not None and not args.no_baseline:
+        baseline = Baseline(index, llm, retriever.papers)
 
     ours_rows, base_rows, ret_rows = [], [], []
     # Each question's rows as it finishes: a run with the baseline takes hours on a laptop,
@@ -442,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 {"type": q["type"], **retrieval_scores([h.paper.id for h in hits.hits], gold)}
             )
             meta = {"id": q["id"], "type": q["type"], "answerable": q["answerable"]}
-            ours_rows.append(meta | run_ours(answerer, q, gold, verifier))
+            ours_rows.append(meta | run_ours(engine, q, gold, verifier))
             if baseline is not None:
                 base_rows.append(meta | baseline.run(q, gold, verifier))
             done = {"ours": ours_rows[-1], "baseline": base_rows[-1] if baseline else None}
@@ -459,13 +555,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         for t in {r["type"] for r in ret_rows}
     }
     retrieval_by_type = {t: v for t, v in retrieval_by_type.items() if not math.isnan(v)}
+    followups = None
+    if not args.quick and not args.no_followups:
+        followups = run_followups(engine, load_questions(FOLLOWUPS))
     verifier_result = evaluate_verifier(verifier, load_pairs())  # type: ignore[arg-type]
     verifier_result.pop("mistakes")
     result = {
         "date": dt.date.today().isoformat(),
         "command": "python -m evals " + " ".join(argv if argv is not None else sys.argv[1:]),
         "backend": settings.llm.backend,
-        "model": backend.model if backend is not None else "none",
+        "model": writer.model or "none",
         "quick": args.quick,
         "question_set": question_set,
         "papers": len(retriever.papers),
@@ -475,6 +574,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "verifier": verifier_result,
         "ours": {"summary": summarise(ours_rows), "by_type": by_type(ours_rows), "rows": ours_rows},
         "baseline": {"summary": summarise(base_rows), "rows": base_rows} if base_rows else None,
+        "followups": followups,
     }
     report = write_report(result, args.out)
     print(report.read_text().split("\n![")[0])

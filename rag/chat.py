@@ -2,14 +2,15 @@
 
 "and which of those use diffusion?" asks about the papers of the previous answer, so it is
 searched within them (a constraint a small model's rewrite tends to drop, so rules keep it);
-"how fast is it?" after an answer about one paper names that paper. With an LLM backend, a
-follow-up is also condensed by the model with LlamaIndex's condense-question prompt; the
-rule-based rewrite is the extractive backend's, and the fallback when the model's rewrite is
-unusable. Only questions that look like follow-ups pay for the extra model call.
+"how fast is it?" after an answer about one paper names that paper. Only a follow-up that no
+rule makes standalone is condensed by the model (LlamaIndex's condense-question prompt), and
+the time that costs is in the answer's timings (`condense_ms`); the extractive writer has no
+model, and keeps the question as asked.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from rag.answer import Answer, Answerer, clean_text
@@ -37,7 +38,7 @@ class Conversation:
         """The LLM's standalone rewrite of a follow-up, or None if unusable or unavailable."""
         from llama_index.core.chat_engine.condense_question import DEFAULT_TEMPLATE
 
-        if answerer.settings.llm.backend == "extractive" or not self.is_follow_up(question):
+        if not self.is_follow_up(question):
             return None
         history = "\n".join(
             f"Human: {t.standalone}\nAssistant: {clean_text(t.answer.text)[:400]}"
@@ -45,13 +46,12 @@ class Conversation:
         )
         prompt = DEFAULT_TEMPLATE.format(chat_history=history, question=question)
         try:
-            backend = answerer.backend()
-            if backend is None:
-                return None
-            text = "".join(
-                backend.stream("Rewrite questions; reply with the question only.", prompt)
+            text = answerer.writer.rewrite(
+                "Rewrite questions; reply with the question only.", prompt
             )
         except BackendError:
+            return None
+        if text is None:
             return None
         text = " ".join(text.strip().strip('"').split())
         usable = 3 <= len(text.split()) <= 3 * len(question.split()) + 25 and "\n" not in text
@@ -73,8 +73,16 @@ class Conversation:
 
     def ask(self, answerer: Answerer, question: str, **kwargs: object) -> tuple[Answer, str]:
         standalone, within = self.rewrite(question)
-        if within is None:
-            standalone = self.condense(answerer, question) or standalone
+        condensed = None
+        if within is None and standalone == question:  # no rule resolved it
+            started = time.perf_counter()
+            if (text := self.condense(answerer, question)) is not None:
+                standalone, condensed = text, time.perf_counter() - started
         answer = answerer.ask(standalone, within=within, **kwargs)  # type: ignore[arg-type]
+        if condensed is not None:
+            answer.timings["condense_ms"] = round(condensed * 1000, 1)
+            answer.timings["total_ms"] = answer.timings.get("total_ms", 0.0) + round(
+                condensed * 1000, 1
+            )
         self.turns.append(Turn(question, standalone, answer))
         return answer, standalone

@@ -223,20 +223,18 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
 
     from chromadb.errors import ChromaError
 
-    from rag.answer import Answerer, Source, iter_answer_text
+    from rag.answer import Source, iter_answer_text
     from rag.embed import EmbeddingModelError
-    from rag.index import IndexError_, PaperIndex
-    from rag.retrieve import Retriever
+    from rag.engine import Engine
+    from rag.index import IndexError_
     from rag.store import store_failure
 
     stream = not args.json and sys.stdout.isatty()
     try:
-        index = PaperIndex(settings)
-        if _empty(index):
+        engine = Engine(settings)
+        if _empty(engine.index):
             return EXIT_USAGE
-        retriever = Retriever(index)
-        _warn_uncalibrated(retriever)
-        answerer = Answerer(retriever, settings)
+        _warn_uncalibrated(engine.retriever)
 
         def show(delta: str) -> None:
             print(delta, end="", flush=True)
@@ -250,7 +248,7 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
 
-        answer = answerer.ask(
+        answer = engine.ask(
             args.question,
             k=args.k,
             author=args.author,

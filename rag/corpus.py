@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rag.text import looks_coined
+from rag.text import looks_coined, short_phrase
 
 LISTING_SUFFIXES = (".txt",)
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -460,9 +460,13 @@ def _surname(name: str) -> str:
 
 
 def fallback_name(paper: Paper) -> str:
-    who = f"{_surname(paper.first_author)} et al." if paper.authors else "Anonymous"
-    topic = paper.subarea or paper.area or " ".join(paper.abstract.split()[:6]) + "…"
-    return f"{who} ({topic})"
+    """A paper with neither title nor coined name: its first author and track, or, with no
+    authors, a few words of what its abstract says it does (never "Anonymous")."""
+    topic = paper.subarea or paper.area
+    if paper.authors:
+        return f"{_surname(paper.first_author)} et al. ({topic or short_phrase(paper.abstract, 6)})"
+    what = short_phrase(paper.abstract.replace("**", ""))
+    return f"{what} ({topic})" if topic else what
 
 
 def assign_display_names(papers: list[Paper]) -> list[Paper]:

@@ -761,7 +761,7 @@ class PaperIndex:
             file=sys.stderr,
         )
         embed_started = time.perf_counter()
-        estimate = self._estimate(items)
+        estimate, probed = self._estimate(items)
         if estimate is not None:
             summary.estimate_seconds = round(estimate, 1)
             if progress is not False:
@@ -777,7 +777,12 @@ class PaperIndex:
             for batch in _batches(items, limit, size=lambda it: len(it[1])):
                 nodes = [n for _, nodes in batch for n in nodes]
                 texts = [n.get_content(MetadataMode.EMBED) for n in nodes]
-                vectors = self.embed_model.get_text_embedding_batch(texts)
+                # The estimate's probe block was embedded already: its vectors are kept.
+                need = [t for t in dict.fromkeys(texts) if t not in probed]
+                fresh = dict(
+                    zip(need, self.embed_model.get_text_embedding_batch(need), strict=True)
+                )
+                vectors = [probed[t] if t in probed else fresh[t] for t in texts]
                 checkpoint("embed.batch")
                 for node, vec in zip(nodes, vectors, strict=True):
                     node.embedding = vec
@@ -799,21 +804,24 @@ class PaperIndex:
             bar.close()
             summary.embed_seconds = time.perf_counter() - embed_started
 
-    def _estimate(self, items: list[tuple[Paper, list[TextNode]]]) -> float | None:
+    def _estimate(
+        self, items: list[tuple[Paper, list[TextNode]]]
+    ) -> tuple[float | None, dict[str, list[float]]]:
         """Seconds the embedding will take, from timing a block of typical chunks (a job too
-        small to need an estimate gets none)."""
+        small to need an estimate gets none), and the block's vectors."""
         from llama_index.core.schema import MetadataMode
 
         texts = [n.get_content(MetadataMode.EMBED) for _, nodes in items for n in nodes]
         if len(texts) < ESTIMATE_FROM_CHUNKS:
-            return None
-        # Items are length-sorted: a block from the middle batches like the real run does.
-        middle = len(texts) // 2
-        probe = texts[middle - PROBE_CHUNKS // 2 : middle + PROBE_CHUNKS // 2]
+            return None, {}
+        # Every n-th chunk: the probe has the job's mix of lengths (long chunks cost more per
+        # character: attention grows with the square of the length).
+        probe = list(dict.fromkeys(texts[:: max(1, len(texts) // PROBE_CHUNKS)]))
         started = time.perf_counter()
-        self.embed_model.get_text_embedding_batch(probe)
+        vectors = self.embed_model.get_text_embedding_batch(probe)
         seconds = time.perf_counter() - started
-        return seconds * sum(map(len, texts)) / max(1, sum(map(len, probe)))
+        estimate = seconds * sum(map(len, texts)) / max(1, sum(map(len, probe)))
+        return estimate, dict(zip(probe, vectors, strict=True))
 
     # ------------------------------------------------------------------ BM25 beside Chroma
 

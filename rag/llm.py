@@ -233,7 +233,9 @@ def _local(settings: LLMSettings) -> Backend:
             context_window=settings.n_ctx,
             messages_to_prompt=chatml,
             completion_to_prompt=lambda text: chatml([]) + text,
-            generate_kwargs={"stop": ["<|im_end|>", "<|endoftext|>"]},
+            # 1.1, as llama_cpp.server and llama.cpp's own CLI default to: at 1.0 a small
+            # model can loop on "[1] [1] [1] ..." until max_tokens.
+            generate_kwargs={"stop": ["<|im_end|>", "<|endoftext|>"], "repeat_penalty": 1.1},
             model_kwargs={
                 "n_threads": settings.threads or os.cpu_count() or 1,
                 "verbose": False,

@@ -68,6 +68,7 @@ class Asks(StrEnum):
     EXPLAIN = "explain"  # why / how does ... work / summarise
     COMPARE = "compare"  # how do A and B differ
     RECOMMEND = "recommend"  # what should I read
+    YESNO = "yesno"  # does / is / can ...: settled by yes, no, or not at all
     TOPIC = "topic"  # anything else about a topic
 
 
@@ -77,7 +78,8 @@ _ASKS = [
         re.compile(
             r"\b(?:should|could|would|must)\s+i\s+(?:read|start|look|cite)|\brecommend|"
             r"\bwhere\s+(?:do|should)\s+i\s+start|\bi\s+(?:work|am working)\s+on\b|"
-            r"\bworth\s+reading|\bmust-?reads?\b",
+            r"\bworth\s+reading|\bmust-?reads?\b|\banything\s+(?:relevant|useful|for\s+me)\b|"
+            r"\brelevant\s+(?:to|for)\s+me\b",
             re.I,
         ),
     ),
@@ -86,9 +88,37 @@ _ASKS = [
         re.compile(
             r"\b(?:which|what|any|all|list|show|find|how many)\s+(?:\w+\s+){0,2}"
             r"(?:papers?|work|articles?)"
-            r"\b|^\s*papers?\s+(?:on|about|that|using|with)\b|\banything\s+(?:on|about)\b",
+            r"\b|^\s*papers?\s+(?:on|about|that|using|with)\b"
+            # "anything on X?" asks for papers; "does it reveal anything about X?" does not.
+            r"|^\W*(?:(?:is|are)\s+there\s+|(?:have\s+)?(?:you\s+)?got\s+)?anything\s+(?:on|about)\b"
+            r"|\b(?:here|collection)\W+anything\s+(?:on|about)\b",
             re.I,
         ),
+    ),
+    (
+        # "How many runs did the comparison use?" asks for a number, whatever it mentions.
+        Asks.DETAIL,
+        re.compile(
+            r"^\W*(?:\w+\W+){0,3}?how (?:much|many|fast|large|big|long|small|often)\b", re.I
+        ),
+    ),
+    (
+        # "Why do A and B differ?" asks for an explanation of the difference.
+        Asks.EXPLAIN,
+        re.compile(r"^\W*(?:why|how come)\b", re.I),
+    ),
+    (
+        # Opens with an auxiliary verb; "can you explain ..." is a request, not a yes/no.
+        Asks.YESNO,
+        re.compile(
+            r"^\s*(?:(?:and|so|but|also)\s+|[^,?]{3,80},\s*)?(?:do|does|did|is|are|was|were|can|could|will|would|"
+            r"has|have|had|should|may|might)\b(?!\s+(?:you|u)\b)",
+            re.I,
+        ),
+    ),
+    (
+        Asks.COMPARE,
+        re.compile(r"\bcompar\w*|\bdiffer\w*|\bversus\b|\bvs\.?\s|\bcontrast\b", re.I),
     ),
     (
         Asks.DETAIL,
@@ -98,10 +128,6 @@ _ASKS = [
             r"ratio)|by how|percent|speed-?up|faster|accuracy)\b",
             re.I,
         ),
-    ),
-    (
-        Asks.COMPARE,
-        re.compile(r"\bcompar\w*|\bdiffer\w*|\bversus\b|\bvs\.?\s|\bcontrast\b", re.I),
     ),
     (
         Asks.EXPLAIN,

@@ -58,6 +58,7 @@ class Retrieval:
     signals: dict[str, float] = field(default_factory=dict)
     parsed: Query | None = None  # the question as retrieval understood it
     total: int = 0  # papers that match when the question wants all of them (0: not counted)
+    topics: list[str] = field(default_factory=list)  # the topics those papers mention
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -441,10 +442,21 @@ class Retriever:
             )
             return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
         total = 0
+        phrases: list[str] = []
         if q.wants_all and topics and not named and mode == "hybrid":
             hits, total = self._every_mention(q, topics, hits, allowed, fused, passages)
+            phrases = [self.topics.phrase(t) for t in topics]
         return Retrieval(
-            query, hits, False, "", mode, authors, tracks, signals=signals, total=total
+            query,
+            hits,
+            False,
+            "",
+            mode,
+            authors,
+            tracks,
+            signals=signals,
+            total=total,
+            topics=phrases,
         )
 
     def _abstention_check(
@@ -497,7 +509,13 @@ class Retriever:
         mentioning = self._mentioning(topics)
         if allowed is not None:
             mentioning = {pid: w for pid, w in mentioning.items() if pid in allowed}
-        first = list(hits)
+        # The ranked hits that mention the topics are matches too ("topic" among their reasons).
+        first = [
+            Hit(h.paper, h.score, h.passage, (*h.matched, "topic"))
+            if h.paper.id in mentioning and "topic" not in h.matched
+            else h
+            for h in hits
+        ]
         rest = set(mentioning) - {h.paper.id for h in first}
         if rest:
             # The papers that say the topic's words most often first.

@@ -226,6 +226,21 @@ class AnswerSettings(_Section):
     sentences_per_source: int = Field(
         default=3, ge=1, le=20, description="Sentences of each source abstract put in the prompt."
     )
+    prompt_chars: int = Field(
+        default=480,
+        ge=100,
+        le=20_000,
+        description="Characters of source text the model reads per answer (about 4 a token): "
+        "each source's best sentence first, then the next best overall. Reading is most of "
+        "the wait before the first word (the 1.5B reads ~35 tokens/s on 2 cores).",
+    )
+    list_items: int = Field(
+        default=5,
+        ge=1,
+        le=50,
+        description="Papers a list answer describes one by one; the other matches are counted "
+        "('and N more') and listed with the sources.",
+    )
     unsupported: Literal["flag", "drop"] = Field(
         default="flag",
         description="What happens to answer sentences the verifier finds unsupported.",

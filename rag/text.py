@@ -4,7 +4,8 @@ The word lists are data files in `rag/words/` (one word a line, `#` comments):
 - `stopwords.txt`: function words, which carry no topic anywhere;
 - `generic.txt`: words nearly every abstract uses whatever its topic;
 - `question.txt`: words that frame a question about the collection ("which papers", "by",
-  "track", "published") rather than say what it is about.
+  "track", "published") rather than say what it is about;
+- `contribution.txt`: verbs with which an abstract states what its own work does.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ if TYPE_CHECKING:
 WORDS_DIR = Path(__file__).with_name("words")
 
 
-def _word_list(name: str) -> frozenset[str]:
+def word_list(name: str) -> frozenset[str]:
     text = (WORDS_DIR / f"{name}.txt").read_text(encoding="utf-8")
     return frozenset(w.strip() for w in text.splitlines() if w.strip() and w[:1] != "#")
 
 
-STOPWORDS = _word_list("stopwords")
-GENERIC_WORDS = _word_list("generic")
-QUESTION_WORDS = _word_list("question")
+STOPWORDS = word_list("stopwords")
+GENERIC_WORDS = word_list("generic")
+QUESTION_WORDS = word_list("question")
+CONTRIBUTION_VERBS = word_list("contribution")
 
 
 def fold(text: str) -> str:
@@ -146,3 +148,104 @@ def coined_tokens(text: str, acronyms: bool = True) -> list[str]:
         for t in _NAME_PART.findall(text)
         if looks_coined(t) and (acronyms or not is_acronym(t)) and not t.isdigit()
     ]
+
+
+# "We propose ...", "this study examines ...", "the aim was to ...", "to determine whether ...":
+# where an abstract says what its own work does, after any background sentences.
+_SELF = r"(?:we|this\s+(?:paper|work|study|article|position\s+paper)|our\s+(?:work|study|paper))"
+_VERBS = "|".join(sorted(CONTRIBUTION_VERBS, key=len, reverse=True))
+# In order of preference: a sentence that opens "To address this, we propose X" says what
+# the paper does at "we propose", not at "To address".
+_CONTRIBUTIONS = [
+    re.compile(rf"\b{_SELF}\s+(?:\w+\s+){{0,2}}?(?:{_VERBS})(?:e?s|d|ed)?\b", re.IGNORECASE),
+    re.compile(
+        r"\b(?:aim|objective|purpose|goal)s?\s+(?:of\s+(?:this|the|our)\s+\w+\s+)?"
+        r"(?:was|were|is|are)\s+to\b",
+        re.IGNORECASE,
+    ),
+    re.compile(r"^\W*(?:here|in\s+this\s+(?:paper|work|study)),?\s+we\b", re.IGNORECASE),
+    re.compile(rf"^\W*(?:to\s+(?:{_VERBS}))\b", re.IGNORECASE),
+]
+
+
+def contribution_at(sentence: str) -> re.Match[str] | None:
+    """Where a sentence starts saying what the paper itself does, if it does."""
+    for pattern in _CONTRIBUTIONS:
+        if (m := pattern.search(sentence)) is not None:
+            return m
+    return None
+
+
+_SUBJECT = re.compile(
+    rf"^\W*(?:(?:here|in\s+this\s+\w+),?\s+)?(?:{_SELF}|(?:aim|objective|purpose|goal)s?\s+"
+    rf"(?:of\s+(?:this|the|our)\s+\w+\s+)?(?:was|were|is|are)\s+to|to)\s+",
+    re.IGNORECASE,
+)
+_LEAD_ADVERB = re.compile(
+    r"^(?:also|then|further|first|here|additionally|finally|instead|now|therefore|thus|hence)$"
+)
+
+
+def _third_person(verb: str) -> str:
+    low = verb.lower()
+    if low.endswith(("ed", "s")) or not low.isalpha():
+        return verb
+    if low.endswith("y") and low[-2:-1] not in "aeiou":
+        return verb[:-1] + "ies"
+    if low.endswith(("sh", "ch", "x", "z")):
+        return verb + "es"
+    return verb + "s"
+
+
+def gist_clause(sentence: str, words: int = 24) -> str:
+    """What a paper does, as a clause about it: "In this work, we propose X, a ..." ->
+    "proposes X, a ...", cut to about `words` words at a clause boundary where one is near."""
+    text = sentence.strip()
+    m = contribution_at(text)
+    if m is not None and (subject := _SUBJECT.match(text[m.start() :])) is not None:
+        rest = text[m.start() + subject.end() :].split()
+        if len(rest) > 2 and rest[0].lower() in ("was", "were", "is", "are") and rest[1] == "to":
+            rest = rest[2:]  # "this study was to determine ..." -> "determine ..."
+        for i, word in enumerate(rest[:3]):
+            if _LEAD_ADVERB.match(word.lower()) or word.lower().endswith("ly"):
+                continue
+            rest[i] = _third_person(word)
+            break
+        text = " ".join(rest)
+        # "... and release X": a second verb of the same subject.
+        text = re.sub(
+            rf"\b(and|then)\s+({_VERBS})\b",
+            lambda v: f"{v.group(1)} {_third_person(v.group(2))}",
+            text,
+            flags=re.IGNORECASE,
+        )
+    parts = text.split()
+    if len(parts) > words:
+        head = " ".join(parts[:words])
+        cut = max(head.rfind(","), head.rfind(";"), head.rfind(":"))
+        text = head[:cut] if cut >= 0 and len(head[:cut].split()) >= 8 else head + " …"
+    text = text.rstrip(" .,;:")
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
+
+
+_ARTICLE = re.compile(r"^(?:a|an|the|that|whether|if|how)\s+", re.IGNORECASE)
+
+
+def short_phrase(abstract: str, words: int = 8) -> str:
+    """A few words from the abstract that say what the paper is about: what follows its
+    statement of purpose ("we propose X ..." -> "X ..."), else its opening words."""
+    sentences = split_sentences(abstract)
+    rest = sentences[0] if sentences else abstract
+    for sentence in sentences:
+        m = contribution_at(sentence)
+        after = sentence[m.end() :].split() if m is not None else []
+        # "To address these challenges, we ..." points back: its words name nothing.
+        if len(after) >= 3 and after[0].lower() not in ("this", "these", "those", "such", "it"):
+            rest = " ".join(after)
+            break
+    rest = re.split(r"[,;:()\[\]]|\.\s", rest.strip())[0]
+    rest = _ARTICLE.sub("", rest.strip(" .")).strip()
+    cut = rest.split()
+    text = " ".join(cut[:words]).rstrip(" .")
+    text = text[:1].upper() + text[1:]
+    return text + ("…" if len(cut) > words else "")

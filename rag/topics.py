@@ -107,6 +107,13 @@ class Topics:
         order = np.argsort(-sims)[:limit]
         return [(int(i), float(sims[i])) for i in order if sims[i] >= least]
 
+    def phrase(self, needed: tuple[str, ...]) -> str:
+        """The topic's own wording for the stems `named` returns ("sparse autoencoders")."""
+        for i, n in enumerate(self._needed):
+            if n == needed:
+                return self.phrases[i]
+        return " ".join(needed)
+
     def named(
         self, question: str, query_vector: Any, verbatim: bool = False
     ) -> list[tuple[str, ...]]:

@@ -74,7 +74,10 @@ class Verdict:
 class Verifier(Protocol):
     """Decides whether a sentence is supported by the given source papers."""
 
-    def check(self, sentence: str, sources: Sequence[Paper]) -> Verdict: ...
+    def check(self, sentence: str, sources: Sequence[Paper], question: str = "") -> Verdict:
+        """`question`, when given, is what the sentence answers: its own negations ("...
+        without retraining?") are its framing, not a flip the sentence brings."""
+        ...
 
 
 def strip_citations(text: str) -> str:
@@ -122,7 +125,7 @@ class AlignmentVerifier:
                 self._cache.clear()
         return [self._cache[t] for t in texts]
 
-    def check(self, sentence: str, sources: Sequence[Paper]) -> Verdict:
+    def check(self, sentence: str, sources: Sequence[Paper], question: str = "") -> Verdict:
         sentence = strip_citations(sentence)
         claim = sentence
         for p in sources:  # the paper's own name and authors are not claims to check
@@ -148,8 +151,11 @@ class AlignmentVerifier:
         src_index, evidence = source_sentences[best]
         # Overlap is against the whole cited abstract: a summary may join two of its sentences.
         whole = " ".join(p.abstract for p in sources)
-        words = content_words(claim)
-        overlap = len(words & content_words(whole)) / len(words) if words else 0.0
+        source_words = content_words(whole)
+        # Words the answer takes from the question ("does Orak cover ..." -> "Orak covers")
+        # are the question's framing, not claims the source must make.
+        words = content_words(claim) - (content_words(question) - source_words)
+        overlap = len(words & source_words) / len(words) if words else 0.0
         score = EMBED_WEIGHT * sims[best] + OVERLAP_WEIGHT * overlap
 
         missing_numbers = numbers(claim) - numbers(whole)
@@ -159,7 +165,7 @@ class AlignmentVerifier:
         source_names = coined_tokens(whole) | names
         missing_names = {t for t in coined_tokens(claim) if t not in source_names}
         # Small models flip claims by adding a negation; one the evidence lacks is suspect.
-        added_negation = _negated(claim) - _negated(evidence)
+        added_negation = _negated(claim) - _negated(evidence) - _negated(question)
         reason = ""
         if missing_numbers:
             reason = f"numbers not in the source: {', '.join(sorted(missing_numbers))}"

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from rag.answer import (
-    CONFIDENT_RELEVANCE,
     Answerer,
     attach_citations,
     clean_text,
@@ -18,8 +17,10 @@ from rag.answer import (
     parse_citations,
 )
 from rag.index import PaperIndex
+from rag.prompts import SYSTEM_PROMPT, Shape
 from rag.retrieve import Retriever
 from rag.settings import AnswerSettings, Settings
+from rag.writers import ExtractiveWriter
 
 from .conftest import CORPUS, FAKE_ENV, LlamaServer, call_cli, free_port, run_cli
 
@@ -110,12 +111,13 @@ def test_unsupported_sentences_are_flagged_or_dropped(seed_readonly: Settings) -
     assert "Antarctica" not in dropped.text
 
 
-def test_unverifiable_answer_falls_back_to_source_sentences(fake_seed: Settings) -> None:
+def test_unverifiable_answer_abstains_with_the_reason(fake_seed: Settings) -> None:
+    # The verifier, not the model, decides: no sentence a source supports, no answer.
     answer = answerer(fake_seed, "Bananas are yellow and grow in bunches [1].")[0].ask(
         "how much faster is FS-DFM?"
     )
-    assert "could not be checked" in answer.note and all(s.supported for s in answer.sentences)
-    assert "128×" in answer.text
+    assert answer.abstained and answer.sentences == [] and answer.written_by == ""
+    assert "no sentence of the answer is supported" in answer.reason
 
 
 def test_no_answer_abstains_without_calling_the_llm(fake_seed: Settings) -> None:
@@ -133,46 +135,112 @@ def test_full_text_details_are_not_invented(seed_readonly: Settings) -> None:
     assert not why.abstained and len(backend.prompts) == 1
 
 
-def test_model_refusal_when_sources_clearly_match_shows_sources(fake_seed: Settings) -> None:
-    answer = answerer(fake_seed, "NOT IN SOURCES")[0].ask("What is SOTAlign?")
-    assert not answer.abstained and "did not find" in answer.note
-    assert answer.sentences[0].citations == [1]
+def test_the_model_is_never_asked_to_refuse(fake_seed: Settings) -> None:
+    a, backend = answerer(fake_seed, "SOTAlign aligns vision and language models [1].")
+    a.ask("What is SOTAlign?")
+    prompt = SYSTEM_PROMPT + backend.prompts[0]
+    assert "NOT IN SOURCES" not in prompt and "refuse" not in prompt.lower()
 
 
-def test_model_refusal_abstains_only_where_retrieval_is_weakest(seed_readonly: Settings) -> None:
-    # Just above the abstention threshold the model's refusal tips it; higher up, a loosely
-    # worded question about a paper that is there gets its sentences, not a refusal.
-    a, _ = answerer(seed_readonly, "NOT IN SOURCES")
-    unsure = a.ask("faster inference for large language models")
-    assert unsure.signals["abstain_below"] <= unsure.signals["relevance"] < CONFIDENT_RELEVANCE
-    assert unsure.abstained and "model found" in unsure.reason
-    loose = a.ask(
-        "Can the per-position fully connected sublayers of a transformer be made independent "
-        "of surrounding text and precomputed as a table kept on disk?"
+def test_a_model_saying_the_sources_lack_it_abstains_with_its_reason(fake_seed: Settings) -> None:
+    answer = answerer(fake_seed, "The sources do not mention how SOTAlign was funded.")[0].ask(
+        "What is SOTAlign?"
     )
-    assert loose.signals["relevance"] >= CONFIDENT_RELEVANCE
-    assert not loose.abstained and "did not find" in loose.note and loose.sentences
+    assert answer.abstained and "model found" in answer.reason
+    # Beside a supported claim, such a sentence stays, uncited and not flagged.
+    reply = (
+        "The sources do not mention its funding. FS-DFM with 8 sampling steps delivers up "
+        "to 128× faster sampling than a 1,024-step discrete-flow baseline [1]."
+    )
+    kept = answerer(fake_seed, reply)[0].ask("how much faster is FS-DFM?")
+    assert not kept.abstained and [s.kind for s in kept.sentences] == ["coverage", "claim"]
+    assert kept.written_by == "model" and kept.sentences[1].supported
 
 
 def test_number_questions_get_the_sentence_with_the_number(fake_seed: Settings) -> None:
     # The sentence that states the number is less like the question than others of the same
-    # abstract; it must still reach the prompt and the answer shown instead of a refusal.
+    # abstract; it must still reach the prompt, and the extractive answer quotes it.
     question = (
         "How many training runs were used in the big exploitability comparison of deep RL "
         "algorithms for imperfect-information games?"
     )
-    a, backend = answerer(fake_seed, "NOT IN SOURCES")
-    answer = a.ask(question)
-    assert "7000" in backend.prompts[-1].replace(",", "")
-    assert "7000" in answer.text.replace(",", "") and answer.sentences[0].citations == [1]
-
-
-def test_author_questions_list_every_paper_without_llm(fake_seed: Settings) -> None:
     a, backend = answerer(fake_seed, "unused")
+    a.ask(question)
+    assert "7000" in backend.prompts[-1].replace(",", "")
+    quoted = Answerer(a.retriever, fake_seed, writer=ExtractiveWriter()).ask(question)
+    assert "7000" in quoted.text.replace(",", "") and quoted.sentences[0].citations == [1]
+    assert quoted.written_by == "extractive" and quoted.backend == "extractive"
+
+
+def test_yes_no_answers_open_with_the_verdict_and_cite_evidence(fake_seed: Settings) -> None:
+    # A verdict that only restates the question is no evidence: the closest source's
+    # sentence is quoted as the evidence.
+    a, _ = answerer(fake_seed, "Yes, SOTAlign is a two-stage framework [1].")
+    answer = a.ask("Is SOTAlign a two-stage framework?")
+    assert answer.shape is Shape.YESNO and answer.verdict == "yes"
+    assert answer.text.startswith("Yes, SOTAlign is a two-stage framework.")
+    kinds = [s.kind for s in answer.sentences]
+    assert kinds[0] == "verdict" and kinds[1:] == ["claim"] and answer.sentences[1].citations
+    assert answer.written_by == "model" and not answer.sentences[1].own_words
+    no = answerer(fake_seed, "No. FS-DFM delivers up to 128× faster sampling [1].")[0].ask(
+        "Does FS-DFM need hundreds of sampling steps?"
+    )
+    assert no.verdict == "no" and no.text.startswith("No. FS-DFM delivers up to 128")
+    assert no.sentences[1].own_words and no.sentences[1].supported
+
+
+def test_answer_shapes_follow_what_the_question_asks(fake_seed: Settings) -> None:
+    a, _ = answerer(fake_seed, "FS-DFM makes sampling faster [1].")
+    shapes = {
+        "how much faster is FS-DFM?": Shape.DETAIL,
+        "Does FS-DFM use flow matching?": Shape.YESNO,
+        "Compare FS-DFM and SPA-Cache": Shape.COMPARE,
+        "I work on diffusion language models, what should I read?": Shape.RECOMMEND,
+        "Why does FS-DFM need few steps?": Shape.EXPLAIN,
+        "Which papers use sparse autoencoders?": Shape.LIST,
+    }
+    for question, shape in shapes.items():
+        assert a.ask(question).shape is shape, question
+
+
+def test_author_lists_every_paper_with_the_model_shortening_each(fake_seed: Settings) -> None:
+    reply = (
+        "[1] Studies in-context learning in small transformers.\n"
+        "[2] Bananas grow in bunches on 7 continents.\n[3] SOTAlign [4] Explains black-box "
+        "time series models with sparse autoencoders."
+    )
+    a, backend = answerer(fake_seed, reply)
     answer = a.ask("What has Quentin Bouniot worked on here?")
-    assert backend.prompts == [] and len(answer.sources) == 4
+    assert len(backend.prompts) == 1 and backend.prompts[0].startswith("Lines:")
+    assert len(answer.sources) == 4 and [i.n for i in answer.items] == [1, 2, 3, 4]
     assert answer.text.startswith("4 indexed papers list Quentin Bouniot as an author:")
     assert [s.citations for s in answer.sentences] == [[1], [2], [3], [4]]
+    # Unsupported (2) or empty (3, only the name) lines give way to the paper's own clause.
+    own = [i.own_words for i in answer.items]
+    assert own[1] is False and own[2] is False and "Bananas" not in answer.text
+    assert all(i.gist and not i.gist.startswith(("We ", "we ")) for i in answer.items)
+    assert answer.written_by == ("model" if sum(own) > 2 else "extractive")
+
+
+def test_lists_beyond_what_fits_say_how_many_more(fake_seed: Settings) -> None:
+    a, _ = answerer(fake_seed, "unused", list_items=2)
+    answer = a.ask("What has Quentin Bouniot worked on here?")
+    assert len(answer.items) == 2 and answer.more == 2
+    assert answer.text.splitlines()[-1] == "- and 2 more, listed with the sources."
+    assert answer.to_dict()["more"] == 2 and len(answer.to_dict()["sources"]) == 4
+
+
+def test_a_long_answer_is_cut_at_the_shape_s_sentences(fake_seed: Settings) -> None:
+    reply = " ".join(
+        [
+            "FS-DFM with 8 sampling steps achieves perplexity parity with a 1,024-step "
+            "discrete-flow baseline, delivering up to 128× faster sampling [1]."
+        ]
+        * 12
+    )
+    a, _ = answerer(fake_seed, reply)
+    answer = a.ask("how much faster is FS-DFM?")
+    assert answer.shape is Shape.DETAIL and len(answer.sentences) == 2
 
 
 def test_ask_cli_json_and_exit_codes(fake_seed: Settings, tmp_path: Path) -> None:

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from rag.answer import Answer, Answerer, build_prompt, clean_text
+from rag.answer import Answer, Answerer, clean_text
 from rag.index import PaperIndex
+from rag.prompts import Shape, user_prompt
 from rag.retrieve import Retriever
 from rag.settings import PROJECT_ROOT, Settings
 from ui.app import answer_markdown, sources_html
@@ -168,10 +169,12 @@ def test_prompt_keeps_sources_quoted_and_free_of_markup(planted: Settings) -> No
     from rag.answer import Source
 
     sources = [Source(i, h.paper, h.score, h.passage) for i, h in enumerate(result.hits, 1)]
-    picked, _ = a._pick_sentences(row["question"], sources)
-    prompt = build_prompt(row["question"], sources, picked)
+    papers = [s.paper for s in sources]
+    picked = a.excerpter.pick(row["question"], papers, 3)
+    texts = [" ".join(e.sentences) for e in picked]
+    prompt = user_prompt(row["question"], Shape.EXPLAIN, [1, 2, 3], papers, texts)
     # One opening and one closing quote per source: nothing breaks out of the quoted data.
-    assert prompt.count('"""') == 2 * len(sources), prompt
+    assert prompt.count('"""') == 2 * sum(1 for t in texts if t.strip()), prompt
     assert "<|im_start|>" not in clean_text("<|im_start|>system x<|im_end|>")
 
 

@@ -59,3 +59,42 @@ def test_coined_name_shapes() -> None:
     text = "GPT-2 beats BLEU on ResNet-50 in 2024"
     assert coined_tokens(text) == ["GPT-2", "BLEU", "ResNet-50"]
     assert coined_tokens(text, acronyms=False) == ["GPT-2", "ResNet-50"]
+
+
+def test_a_gist_is_the_papers_own_clause_about_what_it_does() -> None:
+    from rag.text import contribution_at, gist_clause
+
+    assert gist_clause("In this work, we propose FooNet, a graph network for molecules.") == (
+        "proposes FooNet, a graph network for molecules"
+    )
+    # "To address X, we present Y": the contribution starts at "we present".
+    assert gist_clause("To fill these gaps, we present Orak, a benchmark of 12 games.") == (
+        "presents Orak, a benchmark of 12 games"
+    )
+    assert (
+        gist_clause("We therefore study X and release Y.") == "therefore studies X and releases Y"
+    )
+    assert gist_clause("The aim of this study was to determine whether A causes B.") == (
+        "determines whether A causes B"
+    )
+    long = "We introduce " + " ".join(f"w{i}" for i in range(40)) + "."
+    assert gist_clause(long).endswith("…") and len(gist_clause(long).split()) <= 25
+    assert contribution_at("Large language models are deployed globally.") is None
+
+
+def test_a_paper_without_authors_or_title_is_named_by_what_it_does() -> None:
+    from rag.corpus import Paper, assign_display_names
+    from rag.text import short_phrase
+
+    abstract = (
+        "Programmed cell death shapes leaves. The aim of this study was to determine the "
+        "role of mitochondrial dynamics during leaf remodelling in the lace plant."
+    )
+    # What follows "was to determine", its article dropped, cut to eight words.
+    assert short_phrase(abstract) == "Role of mitochondrial dynamics during leaf remodelling in…"
+    [paper] = assign_display_names([Paper(id="pmid-1", abstract=abstract, track="Apoptosis")])
+    assert (
+        paper.display_name.startswith("Role of mitochondrial")
+        and "(Apoptosis)" in paper.display_name
+    )
+    assert "anonymous" not in paper.display_name.lower()

@@ -216,3 +216,73 @@ def test_page_in_a_real_browser(real_page_url: str) -> None:
         page.screenshot(path=str(ARTIFACTS / "chat.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "chat.png").stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def model_page_url(seed_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The page as `make run` starts it: the real seed index and the default local model."""
+    import shutil
+
+    home = tmp_path_factory.mktemp("ui-model") / "home"
+    shutil.copytree(seed_home, home)
+    port = free_port()
+    app = launch(Settings(home=home, ui=UISettings(port=port)), block=False)
+    yield f"http://127.0.0.1:{port}/"
+    app.close()
+
+
+# Width of a line of capitals in the heading's font against the same line in the generic
+# fallback: equal widths mean the page's font had no glyphs for them.
+_FONT_PROBE = """([selector, weight]) => {
+  const el = document.querySelector(selector);
+  const family = getComputedStyle(el).fontFamily;
+  const ctx = document.createElement('canvas').getContext('2d');
+  const width = (f) => {
+    ctx.font = `${weight} 40px ${f}`;
+    return ctx.measureText('ASBFKQ').width;
+  };
+  return {family, page: width(family), fallback: width('sans-serif')};
+}"""
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed")
+def test_examples_get_model_written_answers_and_the_page_stays_local(
+    model_page_url: str,
+) -> None:
+    from urllib.parse import urlparse
+
+    from playwright.sync_api import sync_playwright
+
+    from ui.app import EXAMPLES
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    hosts: set[str] = set()
+    fonts: list[str] = []
+    with sync_playwright() as p:
+        browser = chromium(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 1400})
+        page.on("request", lambda r: hosts.add(urlparse(r.url).hostname or r.url))
+        page.on("response", lambda r: fonts.append(r.url) if ".woff" in r.url else None)
+        page.goto(model_page_url, wait_until="load")
+        page.locator("#question textarea").wait_for(timeout=60_000)
+        for i, example in enumerate(EXAMPLES, start=1):
+            page.get_by_text(example).first.click()
+            page.locator("#ask").click()
+            # The byline ("— Written by ...") closes each finished answer.
+            page.wait_for_function(
+                f"document.querySelector('#chat').innerText.split('— ').length > {i}",
+                timeout=240_000,
+            )
+            page.screenshot(path=str(ARTIFACTS / f"example-{i}.png"), full_page=True)
+        text = page.locator("#chat").inner_text()
+        assert text.count("Written by qwen2.5-coder-1.5b") == len(EXAMPLES), text
+        assert "128" in text and "Quoted from the abstracts" not in text
+        page.locator("details#src-1").first.click()
+        for selector, weight in (("h2", 700), ("details#src-1 summary", 600)):
+            probe = page.evaluate(_FONT_PROBE, [selector, weight])
+            assert "Source Sans Pro" in probe["family"], probe
+            assert abs(probe["page"] - probe["fallback"]) > 1, probe  # its own glyphs
+        page.screenshot(path=str(ARTIFACTS / "examples.png"), full_page=True)
+        browser.close()
+    assert hosts == {"127.0.0.1"}, hosts
+    assert fonts and not any("SemiBold" in f for f in fonts), fonts

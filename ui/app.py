@@ -19,7 +19,7 @@ from typing import Any
 
 import gradio as gr
 
-from rag.answer import Answer, Answerer, clean_text
+from rag.answer import Answer, clean_text
 from rag.chat import Conversation
 from rag.corpus import (
     DEFAULT_MAX_ABSTRACT_CHARS,
@@ -27,8 +27,8 @@ from rag.corpus import (
     SUPPORTED_SUFFIXES,
     check_file,
 )
-from rag.index import IndexError_, IngestSummary, PaperIndex
-from rag.retrieve import Retriever
+from rag.engine import Engine
+from rag.index import IndexError_, IngestSummary
 from rag.settings import Settings  # sets GRADIO_ANALYTICS_ENABLED=False before gradio loads
 from rag.text import split_sentences
 
@@ -38,6 +38,14 @@ EXAMPLES = [
     "How much faster is FS-DFM?",
 ]
 ALL_TRACKS = "All tracks"
+# Gradio's own theme asks for Source Sans Pro at 400 and 600, and the 600 file it ships
+# (SourceSansPro-SemiBold.woff2, 5 KB) holds a few glyphs only: bold text then mixed in
+# capitals of a fallback font ("A" of "Ask the papers"). Regular and Bold are complete
+# files of the same font, served by the page itself.
+THEME = gr.themes.Default(
+    font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "sans-serif"],
+    font_mono=[gr.themes.LocalFont("IBM Plex Mono", weights=(400, 600)), "monospace"],
+)
 BROWSE_ROWS = 500
 
 CSS = """
@@ -66,14 +74,13 @@ class ChatService:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.index = PaperIndex(settings)
-        self.retriever = Retriever(self.index)
-        self._answerers: dict[str, Answerer] = {}
+        self.engine = Engine(settings)
+        self.index = self.engine.index
+        self.retriever = self.engine.retriever
         self._lock = threading.Lock()
         self.uploads = settings.home / "uploads"
-        # The page answers from its first second with the numpy question model; the torch
-        # model (faster once warm, several times so on the sentence batches an answer checks)
-        # loads behind it and takes over (PaperIndex.query_model).
+        # The embedding model's session loads behind the page, so the first question does
+        # not wait for it.
         threading.Thread(target=self._warm, name="warm-embedding", daemon=True).start()
         self._stop = threading.Event()
         if settings.ui.refresh > 0:
@@ -131,13 +138,9 @@ class ChatService:
             self._set_pending([p for p in self.pending() if p not in todo])
         return summary, todo
 
-    def answerer(self, backend: str) -> Answerer:
-        with self._lock:
-            if backend not in self._answerers:
-                settings = self.settings.model_copy(deep=True)
-                settings.llm = settings.llm.model_copy(update={"backend": backend})
-                self._answerers[backend] = Answerer(self.retriever, settings)
-            return self._answerers[backend]
+    def engine_for(self, backend: str) -> Engine:
+        """The page's engine, answered by the writer the user picked."""
+        return self.engine.with_backend(backend)
 
     def paper_count(self, wait: bool = False) -> int:
         self.retriever.refresh(wait=wait)
@@ -156,31 +159,48 @@ class ChatService:
             where = llm.base_url or "(RAG_LLM_BASE_URL is not set)"
             return f"openai-compatible endpoint {where}, model {llm.model or 'default'}"
         model = Path(llm.model_path).name if llm.model_path else llm.local_model
-        loaded = backend in self._answerers and self._answerers[backend]._backend is not None
+        loaded = self.engine_for(backend).writer.loaded
         return f"local llama.cpp: {model} ({'loaded' if loaded else 'loads on first question'})"
 
 
 # ---------------------------------------------------------------------------- rendering
 
 
+def byline(answer: Answer) -> str:
+    """Who wrote the answer's words, so a reader knows what a citation vouches for."""
+    if answer.written_by == "model":
+        who = f"Written by {(answer.model or answer.backend).removesuffix('.gguf')}"
+        return f"{who}; every sentence checked against the abstract it cites."
+    if answer.written_by == "extractive" and answer.items:
+        return "The papers' own words, from the index."
+    if answer.written_by == "extractive":
+        return "Quoted from the abstracts."
+    return ""
+
+
 def answer_markdown(answer: Answer) -> str:
     """The checked answer with clickable citations; unsupported sentences marked."""
     if answer.abstained:
         return f"ℹ️ **No answer in the indexed papers.** {_md(answer.text)}"
-    lines = []
-    listing = answer.mode in ("author", "track")
+    note = f"\n\n*{_md(answer.note)}*" if answer.note else ""
+    if by := byline(answer):
+        note += f"\n\n*— {_md(by)}*"
+    if answer.items:
+        head = _md(answer.text.split("\n", 1)[0])
+        lines = [f"- **{_md(i.name)}**: {_md(i.gist)} [[{i.n}]](#src-{i.n})" for i in answer.items]
+        if answer.more:
+            lines.append(f"- and {answer.more} more, listed with the sources.")
+        return head + "\n\n" + "\n".join(lines) + note
+    parts = []
     for s in answer.sentences:
         cites = "".join(f"[[{n}]](#src-{n})" for n in s.citations)
         text = _md(s.text)
-        if not s.supported:
+        if s.kind == "verdict":
+            text = f"**{text}**"
+        elif not s.supported:
             text = f"⚠️ *{text}* (not supported by the cited abstract)"
-        lines.append(f"- {text} {cites}" if listing else f"{text} {cites}")
-    head = ""
-    if listing:
-        head = _md(answer.text.split("\n", 1)[0]) + "\n\n"
-    body = "\n".join(lines) if listing else " ".join(lines)
-    note = f"\n\n*{_md(answer.note)}*" if answer.note else ""
-    return head + body + note
+        parts.append(f"{text} {cites}".strip())
+    return " ".join(parts) + note
 
 
 def _problem(err: Exception) -> str:
@@ -340,16 +360,16 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                 {"role": "assistant", "content": "…"},
             ]
             yield history, conv, gr.skip(), gr.skip(), ""
-            answerer = service.answerer(backend_value)
+            engine = service.engine_for(backend_value)
             streamed: list[str] = []
             done = threading.Event()
             result: dict[str, Any] = {}
 
             def work() -> None:
                 try:
-                    result["answer"], result["standalone"] = conv.ask(
-                        answerer,
+                    result["answer"] = engine.ask(
                         message,
+                        conv,
                         track=None if track_value in (None, "", ALL_TRACKS) else track_value,
                         author=author_value.strip() or None,
                         on_token=streamed.append,
@@ -377,8 +397,9 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                 return
             answer = result["answer"]
             text = answer_markdown(answer)
-            if result["standalone"] != message:
-                text = f"*(searched: {_md(result['standalone'])})*\n\n" + text
+            standalone = conv.turns[-1].standalone
+            if standalone != message:
+                text = f"*(searched: {_md(standalone)})*\n\n" + text
             history[-1]["content"] = text
             yield history, conv, answer, sources_html(answer), ""
 
@@ -562,6 +583,7 @@ def launch(settings: Settings | None = None, block: bool = True) -> gr.Blocks:
         show_error=False,
         css=CSS,
         head=HEAD,
+        theme=THEME,
         footer_links=[],
         prevent_thread_lock=not block,
         quiet=True,  # Gradio's banner offers a public link; this page never opens one
