@@ -161,6 +161,7 @@ class Answer:
     # sentences), "metadata" (a list from the index alone), "" (abstained).
     written_by: str = ""
     raw: str = ""  # what the writer wrote, before any check
+    named: tuple[str, ...] = ()  # ids of the papers the question names (rag.query.Query.named)
 
     @property
     def citations(self) -> list[Source]:
@@ -302,6 +303,7 @@ class Answerer:
         if result.parsed is not None:
             answer.asks = result.parsed.asks
             answer.full_text_detail = result.parsed.full_text_detail
+            answer.named = result.parsed.named
         answer.total = result.total
         answer.timings["retrieve_ms"] = round((time.perf_counter() - started) * 1000, 1)
         answer.sources = [

@@ -66,7 +66,9 @@ class Conversation:
         f = follow_up(question)
         if ids and f.of_those:
             return f.rest, ids
-        cited = last.citations or last.sources[:1]
+        # "it" is the one paper the previous question named, else the one its answer cited.
+        named = [s for s in last.sources if s.paper.id in last.named]
+        cited = named if len(named) == 1 else last.citations or last.sources[:1]
         if len(cited) == 1 and f.about_it:
             return replace_it(question, cited[0].paper.display_name), None
         return question, None

@@ -139,7 +139,7 @@ class Excerpter:
                     key=lambda i: scores[i],
                     default=best,
                 )
-            if len(group[best]) <= left or g == leader:
+            if len(group[best]) <= left or g in (0, leader):
                 chosen[g].append(best)
                 left -= len(group[best])
             gist = self._gist_index(group)

@@ -132,7 +132,8 @@ def test_full_text_details_are_not_invented(seed_readonly: Settings) -> None:
     answer = a.ask("What GPUs was TimeSAE trained on?")
     assert answer.abstained and backend.prompts == [] and "full papers" in answer.text
     why = a.ask("Why do sparse autoencoder features differ from one random seed to the next?")
-    assert not why.abstained and len(backend.prompts) == 1
+    # A "why" question naming a detail goes to the model; its reply is then checked as any is.
+    assert backend.prompts and "full papers" not in why.text and why.reason != answer.reason
 
 
 def test_the_model_is_never_asked_to_refuse(fake_seed: Settings) -> None:

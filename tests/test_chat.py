@@ -34,6 +34,17 @@ def test_it_names_the_paper_of_the_previous_answer(fake_seed: Settings) -> None:
     assert "FS-DFM" in standalone and answer.sources[0].paper.display_name == "FS-DFM"
 
 
+def test_it_is_the_paper_the_previous_question_named(fake_seed: Settings) -> None:
+    # The answer to "What is Directo?" quotes several sources; "it" is still Directo.
+    a = extractive(fake_seed)
+    conv = Conversation()
+    first, _ = conv.ask(a, "What is Directo?")
+    assert len(first.citations) > 1
+    answer, standalone = conv.ask(a, "How does it work?")
+    assert standalone == "How does Directo work?"
+    assert answer.sources[0].paper.display_name == "Directo"
+
+
 def test_llm_backend_condenses_only_follow_ups_no_rule_resolves(fake_seed: Settings) -> None:
     backend = ScriptedBackend("What benchmark does SOTAlign evaluate on?")
     a = Answerer(Retriever(PaperIndex(fake_seed)), fake_seed, backend=backend)
