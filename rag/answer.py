@@ -27,7 +27,14 @@ from rag.retrieve import Retrieval, Retriever
 from rag.sanitize import addresses_model, clean_text, source_sentences
 from rag.settings import Settings
 from rag.text import GENERIC_WORDS, QUESTION_WORDS, STOPWORDS, gist_clause, split_sentences, stems
-from rag.verify import Verifier, default_verifier, numbers, strip_citations
+from rag.verify import (
+    Verifier,
+    affirmed,
+    default_verifier,
+    negations,
+    numbers,
+    strip_citations,
+)
 from rag.writers import Draft, ExtractiveWriter, ModelWriter, Writer, Written, make_writer
 
 __all__ = [
@@ -486,6 +493,15 @@ class Answerer:
                 verdict = Sentence(word[answer.verdict] + ".", [], True, 0.0, kind="verdict")
                 sentences.append(verdict)
                 body = body[m.end() :].strip()
+                if answer.verdict == "no" and self._contradicted(body, prompt_sources, answer):
+                    # A small model's "no" often negates the question while its source states
+                    # the very thing: what the source states answers it, yes.
+                    answer.verdict, said = "yes", affirmed(body)
+                    said = said[:1].lower() + said[1:] if said[:2].istitle() else said
+                    verdict.note = "the model's no negated what its source states"
+                    yes = f"Yes, {said}" if _restates(said, answer.question) else "Yes"
+                    verdict.text = _end(yes)
+                    continue
                 if _restates(body, answer.question):
                     # "No, SPA-Cache does not ...": the verdict in words, not evidence.
                     verdict.text = _end(f"{word[answer.verdict]}, {body}")
@@ -546,6 +562,15 @@ class Answerer:
             answer.verdict != "" and written.own_words
         )
         answer.written_by = "model" if own and not answer.failed else "extractive"
+
+    def _contradicted(self, body: str, sources: list[Source], answer: Answer) -> bool:
+        """Whether a "no" sentence adds a negation to the question, and a source supports
+        the same sentence without it."""
+        if not body or not negations(body) - negations(answer.question):
+            return False
+        papers = [s.paper for s in sources]
+        said = self.verifier.check(body, papers, answer.question)
+        return not said.supported and self.verifier.check(affirmed(body), papers).supported
 
     def _verified(
         self, body: str, cited: list[int], sources: list[Source], note: str, question: str = ""

@@ -190,6 +190,15 @@ def test_yes_no_answers_open_with_the_verdict_and_cite_evidence(fake_seed: Setti
     assert no.sentences[1].own_words and no.sentences[1].supported
 
 
+def test_a_no_that_negates_what_the_source_states_is_a_yes(fake_seed: Settings) -> None:
+    no = "No, SOTAlign does not recover a coarse shared geometry from limited paired data [1]."
+    a, _ = answerer(fake_seed, no)
+    answer = a.ask("Does SOTAlign recover a coarse shared geometry from limited paired data?")
+    assert answer.verdict == "yes", answer.text
+    assert answer.text.startswith("Yes, SOTAlign does recover a coarse shared geometry")
+    assert "does not" not in answer.text and answer.sentences[1].supported
+
+
 def test_answer_shapes_follow_what_the_question_asks(fake_seed: Settings) -> None:
     a, _ = answerer(fake_seed, "FS-DFM makes sampling faster [1].")
     shapes = {
