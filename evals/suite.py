@@ -556,7 +556,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     retrieval_by_type = {t: v for t, v in retrieval_by_type.items() if not math.isnan(v)}
     followups = None
-    if not args.quick and not args.no_followups:
+    # The follow-up conversations are about the seed papers: asked of the default corpus only.
+    seeds = corpus == [(PROJECT_ROOT / "corpus").resolve()]
+    if not args.quick and not args.no_followups and seeds:
         followups = run_followups(engine, load_questions(FOLLOWUPS))
     verifier_result = evaluate_verifier(verifier, load_pairs())  # type: ignore[arg-type]
     verifier_result.pop("mistakes")
