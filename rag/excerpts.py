@@ -33,6 +33,8 @@ NUMBER_BONUS = 0.1
 # source's sentences crowd out the first one's, and a small model then writes from them.
 RELEVANT_MIN = 0.45
 RELEVANT_MARGIN = 0.12
+# A gist is one sentence; a run-on one (a flattened list, a table) is cut.
+GIST_CHARS = 400
 _NUMBER = re.compile(r"\d")
 _DROP = STOPWORDS | GENERIC_WORDS | QUESTION_WORDS
 
@@ -114,6 +116,7 @@ class Excerpter:
                 bonus = NUMBER_BONUS if detail and _NUMBER.search(sentence) else 0.0
                 scores.append(sim + OVERLAP_WEIGHT * overlap + bonus)
             scored.append(scores)
+        gists = [self._gist_index(group) if group else 0 for group in groups]
         chosen: list[list[int]] = [[] for _ in papers]
         left = budget if budget is not None else 10**9
         bests = [max(sc, default=0.0) for sc in scored]
@@ -132,7 +135,7 @@ class Excerpter:
                 continue
             best = max(range(len(group)), key=lambda i: scores[i])
             if gist_first:
-                best = self._gist_index(group)
+                best = gists[g]
             elif detail and not _NUMBER.search(group[best]):
                 best = max(
                     (i for i in range(len(group)) if _NUMBER.search(group[i])),
@@ -142,7 +145,7 @@ class Excerpter:
             if len(group[best]) <= left or g in (0, leader):
                 chosen[g].append(best)
                 left -= len(group[best])
-            gist = self._gist_index(group)
+            gist = gists[g]
             if with_gist and gist not in chosen[g] and len(group[gist]) <= left and per > 1:
                 chosen[g].append(gist)
                 left -= len(group[gist])
@@ -160,7 +163,7 @@ class Excerpter:
                 chosen[g].append(i)
                 left -= len(groups[g][i])
         out = []
-        for paper, group, scores, keep in zip(papers, groups, scored, chosen, strict=True):
+        for group, scores, keep, gist in zip(groups, scored, chosen, gists, strict=True):
             if not group:
                 out.append(Excerpt((), "", 0.0, ""))
                 continue
@@ -171,7 +174,7 @@ class Excerpter:
                     tuple(group[i][: budget or 500] for i in sorted(keep)),
                     group[best][:500],
                     scores[top],
-                    self.gist(paper, group),
+                    group[gist][:GIST_CHARS],
                 )
             )
         return out
@@ -180,7 +183,7 @@ class Excerpter:
         """The sentence in which the paper says what it does; without one, the sentence most
         like the abstract as a whole (never merely its first, which is usually background)."""
         group = list(sentences) if sentences is not None else source_sentences(paper)
-        return group[self._gist_index(group)][:400] if group else ""
+        return group[self._gist_index(group)][:GIST_CHARS] if group else ""
 
     def _gist_index(self, group: Sequence[str]) -> int:
         for i, sentence in enumerate(group):
