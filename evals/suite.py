@@ -472,6 +472,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corpus", nargs="+", type=Path, default=[PROJECT_ROOT / "corpus"])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_PER_TYPE} per type")
     parser.add_argument("--check", action="store_true", help="exit 1 below the thresholds")
+    parser.add_argument(
+        "--types",
+        nargs="+",
+        default=None,
+        help="only questions of these types (a working subset: its report is named for them)",
+    )
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument(
         "--no-followups",
@@ -510,6 +516,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     index.embed_model.get_text_embedding_batch(["warm up"])
     verifier = engine.answerer.verifier
     questions = load_questions(args.questions)
+    if args.types:
+        unknown = set(args.types) - {q["type"] for q in questions}
+        if unknown:
+            parser.error(f"no questions of type {', '.join(sorted(unknown))} in {args.questions}")
+        questions = [q for q in questions if q["type"] in args.types]
     if args.quick:
         seen: dict[str, int] = defaultdict(int)
         picked = []
@@ -529,6 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # and one that is stopped still shows where it got.
     args.out.mkdir(parents=True, exist_ok=True)
     question_set = "" if args.questions.resolve() == QUESTIONS.resolve() else args.questions.stem
+    if args.types:
+        question_set = "-".join([question_set, *sorted(args.types)]).strip("-")
     stem = report_stem(dt.date.today().isoformat(), settings.llm.backend, args.quick, question_set)
     with (args.out / f"{stem}.rows.jsonl").open("w", encoding="utf-8") as progress:
         for q in tqdm(questions, desc="questions", file=sys.stderr, disable=None):
@@ -558,7 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     followups = None
     # The follow-up conversations are about the seed papers: asked of the default corpus only.
     seeds = corpus == [(PROJECT_ROOT / "corpus").resolve()]
-    if not args.quick and not args.no_followups and seeds:
+    if not args.quick and not args.types and not args.no_followups and seeds:
         followups = run_followups(engine, load_questions(FOLLOWUPS))
     verifier_result = evaluate_verifier(verifier, load_pairs())  # type: ignore[arg-type]
     verifier_result.pop("mistakes")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from rag.corpus import Paper
@@ -53,6 +53,8 @@ NO_COVERAGE = "The indexed abstracts don't cover this question."
 # A list line of fewer words than this says nothing a reader can use ("argues AI safety",
 # "introduces SAEmnesia"): the paper's own clause is shown instead.
 MIN_GIST_WORDS = 4
+# How many times the first try's characters of the sources a retry reads (see Answerer._prose).
+RETRY_READS = 3
 UNSUPPORTED = "no sentence of the answer is supported by the abstract it cites"
 _CONTENT_DROP = STOPWORDS | GENERIC_WORDS | QUESTION_WORDS
 
@@ -440,10 +442,31 @@ class Answerer:
         written = self._write(answer, draft, on_token)
         self._check(answer, written, draft)
         if answer.abstained and answer.reason == UNSUPPORTED and written.own_words:
-            # The verifier found none of the model's sentences in the sources: one more try,
-            # asked to keep to the sources' words, before the answer abstains.
+            # The verifier found none of the model's sentences in the sources: one more try
+            # before the answer abstains, reading more (every retrieved source, its best
+            # sentences and what it does) and asked to keep to the sources' words. The first
+            # try reads little because prefill is most of the wait; most answers need no more.
             answer.abstained, answer.reason = False, ""
-            retry = replace(draft, strict=True)
+            wider = answer.sources
+            for s in wider:
+                s.in_prompt = True
+            excerpts = self.excerpter.pick(
+                answer.question,
+                [s.paper for s in wider],
+                settings.sentences_per_source,
+                answer.asks,
+                settings.prompt_chars * RETRY_READS,
+                with_gist=True,
+                every=True,
+            )
+            retry = Draft(
+                answer.question,
+                answer.shape,
+                tuple(s.n for s in wider),
+                tuple(s.paper for s in wider),
+                tuple(excerpts),
+                strict=True,
+            )
             first = dict(answer.timings)
             written = self._write(answer, retry, None)
             answer.timings = first | {"retry_ms": written.timings.get("generate_ms", 0.0)}

@@ -88,6 +88,7 @@ class Excerpter:
         budget: int | None = None,
         gist_first: bool = False,
         with_gist: bool = False,
+        every: bool = False,
     ) -> list[Excerpt]:
         """Up to `per` sentences of each paper, the ones the question needs most; with a
         `budget` of characters, each paper's best sentence first (in rank order), then the
@@ -96,7 +97,7 @@ class Excerpter:
         is about), whatever the question's wording is closest to; with `with_gist`, that
         sentence follows the best one of each paper, budget allowing (a question put in other
         words than the abstract's is often closest to its background, and answered by what
-        the paper does)."""
+        the paper does); with `every`, no paper is left out as weakly related."""
         from rag.query import Asks
 
         detail = asks is Asks.DETAIL
@@ -126,7 +127,10 @@ class Excerpter:
         leader = max(range(len(bests)), key=lambda g: bests[g]) if bests else 0
         # A comparison is of every source it is given (the papers it names rank first).
         relevant = [
-            gist_first or g in (0, leader) or bests[g] >= max(RELEVANT_MIN, top - RELEVANT_MARGIN)
+            every
+            or gist_first
+            or g in (0, leader)
+            or bests[g] >= max(RELEVANT_MIN, top - RELEVANT_MARGIN)
             for g in range(len(bests))
         ]
         for g in sorted(range(len(groups)), key=lambda g: -bests[g]):

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rag.corpus import Paper
+from rag.sanitize import source_sentences
 from rag.text import (
     GENERIC_WORDS,
     STOPWORDS,
     fold,
-    split_sentences,
     stem,
 )
 from rag.text import (
@@ -135,22 +135,22 @@ class AlignmentVerifier:
         claim = claim.replace("et al.", "").strip(" ,;:")
         if not claim or not sources:
             return Verdict(False, 0.0, "", -1, "nothing to check")
-        source_sentences: list[tuple[int, str]] = [
-            (i, piece)
-            for i, p in enumerate(sources)
-            for s in split_sentences(p.abstract)
-            for piece in _pieces(s)
+        # The abstract as the reader sees it (markup out, no sentence addressing the model):
+        # "k**N**owledgeable" in the source is the "kNowledgeable" an answer copies.
+        texts = [source_sentences(p) for p in sources]
+        pieces: list[tuple[int, str]] = [
+            (i, piece) for i, group in enumerate(texts) for s in group for piece in _pieces(s)
         ]
-        if not source_sentences:
+        if not pieces:
             return Verdict(False, 0.0, "", -1, "the source has no text")
         # Embedded with and without the paper's name: the source sentence may or may not
         # name the paper too; the closer reading counts.
-        vecs = self._vectors([sentence, claim] + [s for _, s in source_sentences])
+        vecs = self._vectors([sentence, claim] + [s for _, s in pieces])
         sims = [max(_dot(vecs[0], v), _dot(vecs[1], v)) for v in vecs[2:]]
         best = max(range(len(sims)), key=lambda i: sims[i])
-        src_index, evidence = source_sentences[best]
+        src_index, evidence = pieces[best]
         # Overlap is against the whole cited abstract: a summary may join two of its sentences.
-        whole = " ".join(p.abstract for p in sources)
+        whole = " ".join(s for group in texts for s in group)
         source_words = content_words(whole)
         # Words the answer takes from the question ("does Orak cover ..." -> "Orak covers")
         # are the question's framing, not claims the source must make.
