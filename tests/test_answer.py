@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from rag.answer import (
     parse_citations,
 )
 from rag.index import PaperIndex
-from rag.prompts import SYSTEM_PROMPT, Shape
+from rag.prompts import STRICT, SYSTEM_PROMPT, Shape
 from rag.retrieve import Retriever
 from rag.settings import AnswerSettings, Settings
 from rag.writers import ExtractiveWriter
@@ -113,11 +114,15 @@ def test_unsupported_sentences_are_flagged_or_dropped(seed_readonly: Settings) -
 
 def test_unverifiable_answer_abstains_with_the_reason(fake_seed: Settings) -> None:
     # The verifier, not the model, decides: no sentence a source supports, no answer.
-    answer = answerer(fake_seed, "Bananas are yellow and grow in bunches [1].")[0].ask(
-        "how much faster is FS-DFM?"
-    )
+    a, backend = answerer(fake_seed, "Bananas are yellow and grow in bunches [1].")
+    answer = a.ask("how much faster is FS-DFM?")
     assert answer.abstained and answer.sentences == [] and answer.written_by == ""
     assert "no sentence of the answer is supported" in answer.reason
+    # One more try first, reading more of the sources and keeping to their words.
+    first, retry = backend.prompts
+    assert STRICT in retry and STRICT not in first
+    numbered = [re.findall(r"^\[(\d+)\]", p, re.MULTILINE) for p in (first, retry)]
+    assert set(numbered[0]) < set(numbered[1]) <= {str(s.n) for s in answer.sources}
 
 
 def test_no_answer_abstains_without_calling_the_llm(fake_seed: Settings) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,7 @@ from evals.retrieval import gold_from_text, load_questions
 from evals.suite import check, grounding, retrieval_scores
 from rag.corpus import read_papers
 from rag.embed import load_embedding
-from rag.verify import AlignmentVerifier
+from rag.verify import AlignmentVerifier, coined_tokens
 
 from .conftest import CORPUS, FAKE_EMBED
 
@@ -66,3 +67,21 @@ def test_check_flags_regressions(tmp_path: Path) -> None:
     assert any("citation_validity" in f for f in failures)
     assert any("recall@5" in f for f in failures)
     assert any("answerable_wrongly_abstained" in f for f in failures)
+
+
+def test_verifier_reads_the_abstract_as_the_reader_sees_it() -> None:
+    # Markup splits words ("k**N**owledgeable"); an answer copies the word the page shows.
+    paper = read_papers([CORPUS]).papers[0]
+    marked = dataclasses.replace(
+        paper, abstract="We introduce LLM-based optimization with k**N**owledgeable priors."
+    )
+    verifier = AlignmentVerifier(load_embedding(FAKE_EMBED))
+    verdict = verifier.check(
+        "It introduces LLM-based optimization with kNowledgeable priors.", [marked]
+    )
+    assert verdict.supported, verdict.reason
+    assert "**" not in verdict.evidence
+
+
+def test_a_ratio_is_a_number_to_the_verifier_not_a_name() -> None:
+    assert coined_tokens("up to 19.5x and 128× faster than GPT-4o") == {"4o"}
