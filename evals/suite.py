@@ -30,7 +30,7 @@ from rag.answer import normalise_citations, parse_citations
 from rag.corpus import Paper
 from rag.engine import Engine
 from rag.index import PaperIndex
-from rag.settings import PROJECT_ROOT, Settings, fingerprint
+from rag.settings import PROJECT_ROOT, LLMSettings, Settings, fingerprint
 from rag.text import split_sentences
 from rag.verify import Verifier, strip_citations
 from rag.writers import ModelWriter
@@ -542,7 +542,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     question_set = "" if args.questions.resolve() == QUESTIONS.resolve() else args.questions.stem
     if args.types:
         question_set = "-".join([question_set, *sorted(args.types)]).strip("-")
-    stem = report_stem(dt.date.today().isoformat(), settings.llm.backend, args.quick, question_set)
+    # A run with another bundled model is named for it, beside the default model's report.
+    label: str = settings.llm.backend
+    if (
+        label == "local"
+        and settings.llm.local_model != LLMSettings.model_fields["local_model"].default
+    ):
+        label = f"local-{settings.llm.local_model}"
+    stem = report_stem(dt.date.today().isoformat(), label, args.quick, question_set)
     with (args.out / f"{stem}.rows.jsonl").open("w", encoding="utf-8") as progress:
         for q in tqdm(questions, desc="questions", file=sys.stderr, disable=None):
             gold = {retriever.resolve(g) for g in q["gold"]}
@@ -578,7 +585,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = {
         "date": dt.date.today().isoformat(),
         "command": "python -m evals " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "backend": settings.llm.backend,
+        "backend": label,
         "model": writer.model or "none",
         "quick": args.quick,
         "question_set": question_set,

@@ -407,13 +407,9 @@ class Answerer:
     def _prose(self, answer: Answer, on_token: Callable[[str], None] | None) -> None:
         settings = self.settings.answer
         prompt_sources = answer.sources[: settings.prompt_sources]
-        for s in prompt_sources:
-            s.in_prompt = True
-        excerpts = self.excerpter.pick(
-            answer.question,
-            [s.paper for s in prompt_sources],
-            settings.sentences_per_source,
-            answer.asks,
+        draft = self._draft(
+            answer,
+            prompt_sources,
             settings.prompt_chars,
             gist_first=answer.shape in (Shape.COMPARE, Shape.RECOMMEND),
             with_gist=answer.shape is Shape.EXPLAIN,
@@ -432,13 +428,6 @@ class Answerer:
                 f"{answer.total} indexed papers match; the answer draws on the closest "
                 f"{len(prompt_sources)}, and every match is listed with the sources."
             )
-        draft = Draft(
-            answer.question,
-            answer.shape,
-            tuple(s.n for s in prompt_sources),
-            tuple(s.paper for s in prompt_sources),
-            tuple(excerpts),
-        )
         written = self._write(answer, draft, on_token)
         self._check(answer, written, draft)
         if answer.abstained and answer.reason == UNSUPPORTED and written.own_words:
@@ -447,30 +436,41 @@ class Answerer:
             # sentences and what it does) and asked to keep to the sources' words. The first
             # try reads little because prefill is most of the wait; most answers need no more.
             answer.abstained, answer.reason = False, ""
-            wider = answer.sources
-            for s in wider:
-                s.in_prompt = True
-            excerpts = self.excerpter.pick(
-                answer.question,
-                [s.paper for s in wider],
-                settings.sentences_per_source,
-                answer.asks,
+            retry = self._draft(
+                answer,
+                answer.sources,
                 settings.prompt_chars * RETRY_READS,
+                strict=True,
                 with_gist=True,
                 every=True,
-            )
-            retry = Draft(
-                answer.question,
-                answer.shape,
-                tuple(s.n for s in wider),
-                tuple(s.paper for s in wider),
-                tuple(excerpts),
-                strict=True,
             )
             first = dict(answer.timings)
             written = self._write(answer, retry, None)
             answer.timings = first | {"retry_ms": written.timings.get("generate_ms", 0.0)}
             self._check(answer, written, retry)
+
+    def _draft(
+        self,
+        answer: Answer,
+        sources: list[Source],
+        budget: int,
+        strict: bool = False,
+        **pick: bool,
+    ) -> Draft:
+        """The writer's draft from these sources (marked as in the prompt), with their
+        sentences for the question picked within `budget` characters."""
+        for s in sources:
+            s.in_prompt = True
+        excerpts = self.excerpter.pick(
+            answer.question,
+            [s.paper for s in sources],
+            self.settings.answer.sentences_per_source,
+            answer.asks,
+            budget,
+            **pick,
+        )
+        numbers, papers = tuple(s.n for s in sources), tuple(s.paper for s in sources)
+        return Draft(answer.question, answer.shape, numbers, papers, tuple(excerpts), strict)
 
     def _write(
         self, answer: Answer, draft: Draft, on_token: Callable[[str], None] | None
