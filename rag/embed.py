@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -248,3 +248,8 @@ def load_tokenizer(settings: EmbedSettings) -> Tokenizer:
     if not (folder / "tokenizer.json").is_file():
         raise EmbeddingModelError(f"{folder} has no tokenizer.json")
     return _FolderTokenizer(folder)
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """The cosine of two of this module's embeddings, which are normalised: their dot product."""
+    return sum(x * y for x, y in zip(a, b, strict=True))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rag.corpus import Paper
+from rag.embed import cosine
 from rag.sanitize import source_sentences
 from rag.text import GENERIC_WORDS, QUESTION_WORDS, STOPWORDS, contribution_at, stems
 
@@ -112,7 +113,7 @@ class Excerpter:
             qv, words = query_vectors[q], set(stems(q, _DROP))
             scores = []
             for sentence in group:
-                sim = _dot(qv, sentence_vectors[sentence])
+                sim = cosine(qv, sentence_vectors[sentence])
                 overlap = len(words & set(stems(sentence, _DROP)))
                 bonus = NUMBER_BONUS if detail and _NUMBER.search(sentence) else 0.0
                 scores.append(sim + OVERLAP_WEIGHT * overlap + bonus)
@@ -197,8 +198,4 @@ class Excerpter:
             return 0
         vectors = self._embed(group)
         centre = [sum(col) / len(vectors) for col in zip(*vectors, strict=True)]
-        return max(range(len(group)), key=lambda i: _dot(centre, vectors[i]))
-
-
-def _dot(a: Sequence[float], b: Sequence[float]) -> float:
-    return sum(x * y for x, y in zip(a, b, strict=True))
+        return max(range(len(group)), key=lambda i: cosine(centre, vectors[i]))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rag.corpus import Paper
+from rag.embed import cosine
 from rag.sanitize import source_sentences
 from rag.text import (
     GENERIC_WORDS,
@@ -149,7 +150,7 @@ class AlignmentVerifier:
         # Embedded with and without the paper's name: the source sentence may or may not
         # name the paper too; the closer reading counts.
         vecs = self._vectors([sentence, claim] + [s for _, s in pieces])
-        sims = [max(_dot(vecs[0], v), _dot(vecs[1], v)) for v in vecs[2:]]
+        sims = [max(cosine(vecs[0], v), cosine(vecs[1], v)) for v in vecs[2:]]
         best = max(range(len(sims)), key=lambda i: sims[i])
         src_index, evidence = pieces[best]
         # Overlap is against the whole cited abstract: a summary may join two of its sentences.
@@ -186,10 +187,6 @@ def _pieces(sentence: str) -> list[str]:
     sentence, which the whole sentence's vector dilutes."""
     clauses = [c.strip() for c in re.split(r"[,;:]\s+", sentence)]
     return [sentence] + [c for c in clauses if len(c.split()) >= 6 and c != sentence]
-
-
-def _dot(a: list[float], b: list[float]) -> float:
-    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 def _negated(text: str) -> set[str]:
