@@ -18,8 +18,13 @@ from rag.sanitize import clean_text, quoted
 if TYPE_CHECKING:
     from rag.corpus import Paper
 
+# The list instruction, also in the system prompt's example of it.
+LIST_INSTRUCTION = (
+    "Shorten each line to 8 to 12 words that say what the paper does. Keep each line's number."
+)
+
 # A 1.5B model follows an example far better than a rule.
-SYSTEM_PROMPT = '''You answer questions about research papers using only the numbered sources \
+SYSTEM_PROMPT = f'''You answer questions about research papers using only the numbered sources \
 you are given. End every sentence with the number of the source it comes from in square \
 brackets, like [1] or [2]. Copy numbers and names exactly as the sources give them, and use \
 the sources' words, not the question's. Never add facts the sources do not state. Answer in \
@@ -42,7 +47,7 @@ Lines:
 on five benchmarks"
 [2] "proposes BarLM, a code language model trained on permissive data that improves \
 pass@1 by 4 points"
-Shorten each line to 8 to 12 words that say what the paper does. Keep each line's number.
+{LIST_INSTRUCTION}
 Answer:
 [1] introduces FooNet, a graph network 3.2x faster than GCN
 [2] proposes BarLM, a code model that improves pass@1 by 4 points'''
@@ -67,8 +72,7 @@ INSTRUCTIONS = {
     Shape.EXPLAIN: "Answer in two or three sentences.",
     Shape.COMPARE: "Compare them in two or three sentences, citing each paper you describe.",
     Shape.RECOMMEND: "Say in one sentence each which papers fit the question and why.",
-    Shape.LIST: "Shorten each line to 8 to 12 words that say what the paper does. Keep each "
-    "line's number.",
+    Shape.LIST: LIST_INSTRUCTION,
 }
 
 
