@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from functools import lru_cache
 
 from rag.corpus import Paper
 from rag.text import split_sentences
@@ -85,12 +86,18 @@ def clean_text(text: str, lines: bool = False) -> str:
 def source_sentences(p: Paper) -> list[str]:
     """The abstract's sentences as an answer may use them: markup out, citation-like [n]
     removed (only this tool numbers sources), and none that address the model."""
+    return list(_source_sentences(p.abstract))
+
+
+# Cached: the excerpter and the verifier read the same few abstracts many times per answer.
+@lru_cache(maxsize=4096)
+def _source_sentences(abstract: str) -> tuple[str, ...]:
     out = []
-    for sentence in split_sentences(clean_text(p.abstract)):
+    for sentence in split_sentences(clean_text(abstract)):
         sentence = " ".join(_SOURCE_CITE.sub(" ", sentence).split()).replace(" .", ".")
         if sentence and not addresses_model(sentence):
             out.append(sentence)
-    return out
+    return tuple(out)
 
 
 def quoted(text: str) -> str:

@@ -125,6 +125,7 @@ def alternatives(text: str) -> list[str]:
 
 _NAME_PART = re.compile(r"[A-Za-z0-9]+(?:[-‑][A-Za-z0-9]+)*")
 _ACRONYM = re.compile(r"[A-Z]{2,5}s?")
+_RATIO = re.compile(r"(\d)[x×](?![A-Za-z0-9])")
 
 
 def looks_coined(token: str) -> bool:
@@ -142,10 +143,11 @@ def is_acronym(token: str) -> bool:
 
 def coined_tokens(text: str, acronyms: bool = True) -> list[str]:
     """Tokens of `text` shaped like coined names, in order, as written; without
-    `acronyms`, all-capital short forms are left out."""
+    `acronyms`, all-capital short forms are left out. A ratio ("19.5x", "128×") is a number,
+    not a name."""
     return [
         t
-        for t in _NAME_PART.findall(text)
+        for t in _NAME_PART.findall(_RATIO.sub(r"\1", text))
         if looks_coined(t) and (acronyms or not is_acronym(t)) and not t.isdigit()
     ]
 

@@ -34,7 +34,6 @@ OVERLAP_WEIGHT = 0.4
 
 _CITATION = re.compile(r"\[\s*\d+(?:\s*[,;–-]\s*\d+)*\s*\]")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
-_RATIO = re.compile(r"(\d)[x×](?![A-Za-z0-9])")
 _WORD = re.compile(r"[A-Za-z][A-Za-z\-]+")
 _NEGATIONS = {
     "not",
@@ -105,9 +104,7 @@ def coined_tokens(text: str) -> set[str]:
 
     All-capital short forms (VAE, SAEs, LLM) are left out: an answer may abbreviate what the
     abstract spells out."""
-    # "19.5x" is a ratio, checked as the number it is, not a name.
-    text = _RATIO.sub(r"\1", text.replace("-", " "))
-    return {t.casefold() for t in name_tokens(text, acronyms=False)}
+    return {t.casefold() for t in name_tokens(text.replace("-", " "), acronyms=False)}
 
 
 class AlignmentVerifier:
