@@ -12,10 +12,11 @@ or a few cited sentences.
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rag.corpus import Paper
@@ -26,7 +27,15 @@ from rag.query import Asks
 from rag.retrieve import Retrieval, Retriever
 from rag.sanitize import addresses_model, clean_text, source_sentences
 from rag.settings import Settings
-from rag.text import GENERIC_WORDS, QUESTION_WORDS, STOPWORDS, gist_clause, split_sentences, stems
+from rag.text import (
+    GENERIC_WORDS,
+    QUESTION_WORDS,
+    STOPWORDS,
+    gist_clause,
+    split_sentences,
+    stems,
+    word_list,
+)
 from rag.verify import (
     Verifier,
     affirmed,
@@ -57,6 +66,9 @@ MIN_GIST_WORDS = 4
 RETRY_READS = 3
 UNSUPPORTED = "no sentence of the answer is supported by the abstract it cites"
 _CONTENT_DROP = STOPWORDS | GENERIC_WORDS | QUESTION_WORDS
+# What is left of a sentence that only points at a source ("Lotfi et al.", "The evidence
+# comes from Baek et al. (Safety).") once names and these words are out: nothing to check.
+_POINTING = _CONTENT_DROP | word_list("attribution")
 
 # Citation forms small models write instead of [n]: "Source 1", "[Source 2]", "(3)", "[1][2]".
 _CITE_FORMS = [
@@ -75,9 +87,10 @@ _VERDICT = re.compile(
 # A sentence about what the sources lack ("The sources do not mention ...") is the model's
 # own reading of coverage, not a claim a source can support.
 _COVERAGE = re.compile(
-    r"\b(?:the |these |provided |given )*(?:sources?|abstracts?|context|texts?)\b[^.]{0,40}?"
-    r"\b(?:do(?:es)?\s+not|don't|doesn't|never|not)\s+(?:\w+\s+){0,2}?(?:mention|provide|"
-    r"contain|say|state|discuss|specify|include|give|address|cover|describe|report|answer)",
+    r"\b(?:the |these |provided |given )*(?:sources?|abstracts?|context|texts?|evidence)\b"
+    r"[^.]{0,80}?\b(?:do(?:es)?\s+not|don't|doesn't|never|not)\s+(?:\w+\s+){0,2}?(?:mention|"
+    r"provide|contain|say|state|discuss|specify|include|give|address|cover|describe|report|"
+    r"answer|support)",
     re.IGNORECASE,
 )
 # A list item the model wrote: "[2] proposes ...", "- [2]: ...", "2. ...".
@@ -430,6 +443,8 @@ class Answerer:
             )
         written = self._write(answer, draft, on_token)
         self._check(answer, written, draft)
+        if settings.redraft and written.own_words and 0 < _supported_share(answer) < 1:
+            self._redraft(answer, draft)
         if answer.abstained and answer.reason == UNSUPPORTED and written.own_words:
             # The verifier found none of the model's sentences in the sources: one more try
             # before the answer abstains, reading more (every retrieved source, its best
@@ -448,6 +463,20 @@ class Answerer:
             written = self._write(answer, retry, None)
             answer.timings = first | {"retry_ms": written.timings.get("generate_ms", 0.0)}
             self._check(answer, written, retry)
+
+    def _redraft(self, answer: Answer, draft: Draft) -> None:
+        """The same sources written once more under the strict instruction; the verifier
+        keeps the draft more of whose claims the sources support (the first on a tie)."""
+        second = copy.copy(answer)
+        second.timings = dict(answer.timings)
+        redraft = replace(draft, strict=True)
+        written = self._write(second, redraft, None)
+        self._check(second, written, redraft)
+        spent = {"redraft_ms": written.timings.get("generate_ms", 0.0)}
+        if not second.failed and _supported_share(second) > _supported_share(answer):
+            second.timings = answer.timings
+            answer.__dict__.update(second.__dict__)
+        answer.timings.update(spent)
 
     def _draft(
         self,
@@ -530,7 +559,11 @@ class Answerer:
                     verdict.text = _end(f"{word[answer.verdict]}, {body}")
                     continue
                 body = body[:1].upper() + body[1:]
-            if len(re.findall(r"\w+", body)) < 3 or _restates(body, answer.question):
+            if (
+                len(re.findall(r"\w+", body)) < 3
+                or _restates(body, answer.question)
+                or _only_points(body, prompt_sources)
+            ):
                 continue  # "Answer:", stray fragments, the question said back
             if _COVERAGE.search(body):
                 sentences.append(Sentence(body, [], True, 0.0, kind="coverage"))
@@ -680,6 +713,24 @@ def _restates(sentence: str, question: str) -> bool:
         return False  # "by 96.7%": the value asked for
     said = set(stems(sentence, _CONTENT_DROP))
     return bool(said) and said <= set(stems(question, _CONTENT_DROP))
+
+
+def _supported_share(answer: Answer) -> float:
+    """The share of an answer's claims the verifier supports (0 for an abstention)."""
+    claims = [s for s in answer.sentences if s.kind == "claim"]
+    if answer.abstained or not claims:
+        return 0.0
+    return sum(s.supported for s in claims) / len(claims)
+
+
+def _only_points(sentence: str, sources: Sequence[Source]) -> bool:
+    """Whether a sentence names sources and says nothing of what they found."""
+    rest = sentence
+    for s in sources:
+        for name in sorted((s.paper.display_name, s.paper.title, *s.paper.authors), key=len)[::-1]:
+            if name:
+                rest = rest.replace(name, " ")
+    return not stems(rest.replace("et al.", " "), _POINTING)
 
 
 def _list_head(result: Retrieval, n: int) -> str:

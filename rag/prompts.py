@@ -23,7 +23,9 @@ LIST_INSTRUCTION = (
     "Shorten each line to 8 to 12 words that say what the paper does. Keep each line's number."
 )
 
-# A 1.5B model follows an example far better than a rule.
+# A 1.5B model follows an example far better than a rule. It also copies the example's facts
+# into answers (6 sentences in 200 answers took "faster than GCN on five benchmarks"), so they
+# come from a field no paper collection is about: a copied one fails the verifier.
 SYSTEM_PROMPT = f'''You answer questions about research papers using only the numbered sources \
 you are given. End every sentence with the number of the source it comes from in square \
 brackets, like [1] or [2]. Copy numbers and names exactly as the sources give them, and use \
@@ -33,24 +35,26 @@ them.
 
 Example.
 Sources:
-[1] FooNet
-"""We propose FooNet, a graph network for molecules. FooNet is 3.2x faster than GCN."""
-[2] BarLM
-"""BarLM is a code language model. It improves pass@1 by 4 points over baselines."""
-Question: Is there a quicker model for chemistry, and which paper helps write software?
-Answer: FooNet, a graph network for molecules, is 3.2x faster than GCN [1]. BarLM is a code \
-language model that improves pass@1 by 4 points [2].
+[1] FooArm
+"""We propose FooArm, a robot arm for sorting glass beads. FooArm sorts beads 3.2x faster \
+than a sieve."""
+[2] BarVerse
+"""BarVerse is a rhyming dictionary for sonnets. It finds 4 more rhymes per page than \
+printed ones."""
+Question: Is there a quicker way to tidy a jar of beads, and which paper helps write poems?
+Answer: FooArm, a robot arm for sorting glass beads, sorts them 3.2x faster than a sieve [1]. \
+BarVerse is a rhyming dictionary for sonnets that finds 4 more rhymes per page [2].
 
 Example.
 Lines:
-[1] "introduces FooNet, a graph network for molecules, which is 3.2x faster than GCN \
-on five benchmarks"
-[2] "proposes BarLM, a code language model trained on permissive data that improves \
-pass@1 by 4 points"
+[1] "introduces FooArm, a robot arm for sorting glass beads, which sorts them 3.2x faster \
+than a sieve in a busy workshop"
+[2] "proposes BarVerse, a rhyming dictionary compiled from old sonnets that finds 4 more \
+rhymes per page than printed ones"
 {LIST_INSTRUCTION}
 Answer:
-[1] introduces FooNet, a graph network 3.2x faster than GCN
-[2] proposes BarLM, a code model that improves pass@1 by 4 points'''
+[1] introduces FooArm, a robot arm sorting beads 3.2x faster than a sieve
+[2] proposes BarVerse, a sonnet rhyming dictionary finding 4 more rhymes per page'''
 
 
 class Shape(StrEnum):

@@ -241,6 +241,12 @@ class AnswerSettings(_Section):
         description="Papers a list answer describes one by one; the other matches are counted "
         "('and N more') and listed with the sources.",
     )
+    redraft: bool = Field(
+        default=True,
+        description="When some of the model's sentences are unsupported, it writes the answer "
+        "once more, asked to keep to the sources' words, and the draft whose sentences the "
+        "verifier supports more is shown.",
+    )
     unsupported: Literal["flag", "drop"] = Field(
         default="flag",
         description="What happens to answer sentences the verifier finds unsupported.",

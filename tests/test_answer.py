@@ -41,8 +41,23 @@ class ScriptedBackend:
             yield word + " "
 
 
-def answerer(settings: Settings, reply: str, **answer: object) -> tuple[Answerer, ScriptedBackend]:
-    backend = ScriptedBackend(reply)
+@dataclass
+class TwoDrafts(ScriptedBackend):
+    """Replies `reply` to the first prompt and `second` to any later one."""
+
+    second: str = ""
+
+    def stream(self, system: str, user: str) -> Iterator[str]:
+        text = self.reply if not self.prompts else self.second
+        self.prompts.append(user)
+        for word in text.split(" "):
+            yield word + " "
+
+
+def answerer(
+    settings: Settings, reply: str, backend: ScriptedBackend | None = None, **answer: object
+) -> tuple[Answerer, ScriptedBackend]:
+    backend = backend or ScriptedBackend(reply)
     if answer:
         settings = settings.model_copy(
             update={"answer": AnswerSettings(**answer)}  # type: ignore[arg-type]
@@ -125,6 +140,34 @@ def test_unverifiable_answer_abstains_with_the_reason(fake_seed: Settings) -> No
     assert set(numbered[0]) < set(numbered[1]) <= {str(s.n) for s in answer.sources}
 
 
+def test_a_partly_unsupported_answer_is_redrafted_and_the_verifier_keeps_the_better(
+    fake_seed: Settings,
+) -> None:
+    fact = (
+        "FS-DFM with 8 sampling steps delivers up to 128× faster sampling than a 1,024-step "
+        "discrete-flow baseline [1]."
+    )
+    invented = "It was trained on bananas grown in Antarctica [1]."
+    question = "how much faster is FS-DFM?"
+    # The second draft, asked to keep to the sources' words, is all supported: it is shown.
+    a, backend = answerer(fake_seed, "", TwoDrafts(f"{fact} {invented}", second=fact))
+    better = a.ask(question)
+    first, redraft = backend.prompts
+    assert STRICT in redraft and STRICT not in first
+    assert [s.supported for s in better.sentences] == [True] and "Antarctica" not in better.text
+    assert better.written_by == "model" and "redraft_ms" in better.timings
+    # A second draft no better than the first leaves the first (flagged sentence and all).
+    a, backend = answerer(fake_seed, "", TwoDrafts(f"{fact} {invented}", second=invented))
+    kept = a.ask(question)
+    assert len(backend.prompts) == 2 and [s.supported for s in kept.sentences] == [True, False]
+    # An answer the verifier supports throughout costs one call; the setting turns it off.
+    a, backend = answerer(fake_seed, "", TwoDrafts(fact, second=invented))
+    assert a.ask(question).sentences[0].supported and len(backend.prompts) == 1
+    off = TwoDrafts(f"{fact} {invented}", second=fact)
+    answerer(fake_seed, "", off, redraft=False)[0].ask(question)
+    assert len(off.prompts) == 1
+
+
 def test_no_answer_abstains_without_calling_the_llm(fake_seed: Settings) -> None:
     a, backend = answerer(fake_seed, "should never be asked")
     answer = a.ask("trajectory prediction for autonomous driving")
@@ -161,6 +204,34 @@ def test_a_model_saying_the_sources_lack_it_abstains_with_its_reason(fake_seed: 
     kept = answerer(fake_seed, reply)[0].ask("how much faster is FS-DFM?")
     assert not kept.abstained and [s.kind for s in kept.sentences] == ["coverage", "claim"]
     assert kept.written_by == "model" and kept.sentences[1].supported
+
+
+def test_sentences_about_the_evidence_rather_than_from_it_are_not_claims(
+    fake_seed: Settings,
+) -> None:
+    fact = (
+        "FS-DFM with 8 sampling steps delivers up to 128× faster sampling than a 1,024-step "
+        "discrete-flow baseline [1]."
+    )
+    a = answerer(fake_seed, "")[0]
+    fs_dfm = a.retriever.retrieve("how much faster is FS-DFM?", k=1).hits[0].paper
+    name = fs_dfm.display_name
+    # A sentence that only points at a paper is dropped, not flagged as an unsupported claim;
+    # one that names the paper and what it does (the fact above) is a claim, checked.
+    for pointer in (f"{name}.", f"The evidence comes from {name} [1]."):
+        answer = answerer(fake_seed, f"{fact} {pointer}")[0].ask("how much faster is FS-DFM?")
+        assert [s.kind for s in answer.sentences] == ["claim"], pointer
+        assert answer.sentences[0].supported
+    # "The evidence ... does not support ..." is the model reading coverage, as "The sources
+    # do not mention ..." is, even with a clause between them.
+    lacks = (
+        "The evidence from the sources does not support that FS-DFM was tested on images.",
+        "The sources only discuss sampling steps and perplexity, but do not provide its "
+        "training cost.",
+    )
+    for said in lacks:
+        answer = answerer(fake_seed, f"{fact} {said}")[0].ask("how much faster is FS-DFM?")
+        assert [s.kind for s in answer.sentences] == ["claim", "coverage"], said
 
 
 def test_number_questions_get_the_sentence_with_the_number(fake_seed: Settings) -> None:
@@ -285,6 +356,22 @@ def test_ask_cli_json_and_exit_codes(fake_seed: Settings, tmp_path: Path) -> Non
     assert {c["n"] for c in out["citations"]} <= {s["n"] for s in out["sources"]}
     empty = call_cli("rag.ask", "anything", env={"RAG_HOME": str(tmp_path / "empty"), **FAKE_ENV})
     assert empty.returncode == 2 and "rag.ingest" in empty.stderr
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "said"),
+    [
+        ("rag.ask", ["   "], "the question is empty"),
+        ("rag.ask", ["how much faster is FS-DFM?", "--k", "51"], "--k must be between 1 and 50"),
+        ("rag.search", [""], "give a question, or --author/--track"),
+        ("rag.search", ["FS-DFM", "--k", "0"], "--k must be at least 1"),
+    ],
+)
+def test_bad_arguments_are_usage_errors_that_say_why(
+    fake_seed: Settings, module: str, args: list[str], said: str
+) -> None:
+    done = call_cli(module, *args, env={"RAG_HOME": str(fake_seed.home), **FAKE_ENV})
+    assert done.returncode == 2 and said in done.stderr and done.stdout == ""
 
 
 def test_endpoint_down_is_a_clear_error_within_30s(fake_seed: Settings) -> None:

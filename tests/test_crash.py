@@ -232,3 +232,11 @@ def test_a_real_model_ingest_killed_mid_edit_is_finished_by_the_next(
     """The same, with the real embedding model in the killed child and in the next ingest."""
     case = _edit(Settings(home=seed_home), tmp_path)
     _kill_and_recover(case, "edit", "store.deleted", {})
+
+
+def test_a_malformed_fault_point_disables_the_hook() -> None:
+    from rag.faults import _parse
+
+    assert _parse("commit") == ("commit", 1) and _parse("commit:3") == ("commit", 3)
+    assert _parse("commit:0") == ("commit", 1)  # the first time, at the earliest
+    assert _parse("") is None and _parse(":2") is None and _parse("commit:soon") is None

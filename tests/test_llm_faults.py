@@ -187,3 +187,28 @@ def test_cli_cut_stream_exits_3_with_the_extractive_answer(
     done = call_cli("rag.ask", QUESTION, "--json", env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["llm"]["backend"] == "openai"
+
+
+def test_retry_after_is_read_in_seconds_milliseconds_or_as_an_http_date() -> None:
+    import email.utils
+
+    from rag.llm import _retry_after
+
+    assert _retry_after({"retry-after-ms": "250"}) == 0.25
+    assert _retry_after({"retry-after": "3"}) == 3.0
+    soon = email.utils.formatdate(time.time() + 30, usegmt=True)
+    wait = _retry_after({"retry-after": soon})
+    assert wait is not None and 25 < wait <= 31
+    assert _retry_after({"retry-after": "whenever"}) is None and _retry_after({}) is None
+
+
+def test_a_model_path_that_is_not_a_model_is_a_clear_error(tmp_path: Path) -> None:
+    from rag.llm import local_model_path
+
+    missing = LLMSettings(backend="local", model_path=str(tmp_path / "nothing.gguf"))
+    with pytest.raises(BackendError, match="is not a file"):
+        local_model_path(missing)
+    garbage = tmp_path / "garbage.gguf"
+    garbage.write_bytes(b"not a gguf file" * 64)
+    with pytest.raises(BackendError, match="cannot load"):
+        make_backend(LLMSettings(backend="local", model_path=str(garbage)))
