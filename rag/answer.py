@@ -43,6 +43,7 @@ from rag.verify import (
     negations,
     numbers,
     strip_citations,
+    without_names,
 )
 from rag.writers import Draft, ExtractiveWriter, ModelWriter, Writer, Written, make_writer
 
@@ -725,12 +726,7 @@ def _supported_share(answer: Answer) -> float:
 
 def _only_points(sentence: str, sources: Sequence[Source]) -> bool:
     """Whether a sentence names sources and says nothing of what they found."""
-    rest = sentence
-    for s in sources:
-        for name in sorted((s.paper.display_name, s.paper.title, *s.paper.authors), key=len)[::-1]:
-            if name:
-                rest = rest.replace(name, " ")
-    return not stems(rest.replace("et al.", " "), _POINTING)
+    return not stems(without_names(sentence, [s.paper for s in sources]), _POINTING)
 
 
 def _list_head(result: Retrieval, n: int) -> str:

@@ -41,7 +41,7 @@ than a sieve."""
 [2] BarVerse
 """BarVerse is a rhyming dictionary for sonnets. It finds 4 more rhymes per page than \
 printed ones."""
-Question: Is there a quicker way to tidy a jar of beads, and which paper helps write poems?
+Question: What tidies a jar of beads quickest, and which paper helps write poems?
 Answer: FooArm, a robot arm for sorting glass beads, sorts them 3.2x faster than a sieve [1]. \
 BarVerse is a rhyming dictionary for sonnets that finds 4 more rhymes per page [2].
 

@@ -85,6 +85,15 @@ def strip_citations(text: str) -> str:
     return " ".join(_CITATION.sub(" ", text).split()).replace(" .", ".")
 
 
+def without_names(text: str, papers: Sequence[Paper]) -> str:
+    """The text without the papers' names, titles, authors and "et al.": what it claims."""
+    for p in papers:
+        for name in (p.display_name, p.title, *p.authors):
+            if name:
+                text = text.replace(name, "")
+    return text.replace("et al.", "")
+
+
 def numbers(text: str) -> set[str]:
     """Numbers as written, normalised (1,000 and 1\\,000 -> 1000; 19.5× -> 19.5)."""
     out = set()
@@ -128,12 +137,7 @@ class AlignmentVerifier:
 
     def check(self, sentence: str, sources: Sequence[Paper], question: str = "") -> Verdict:
         sentence = strip_citations(sentence)
-        claim = sentence
-        for p in sources:  # the paper's own name and authors are not claims to check
-            for name in (p.display_name, p.title, *p.authors):
-                if name:
-                    claim = claim.replace(name, "")
-        claim = claim.replace("et al.", "").strip(" ,;:")
+        claim = without_names(sentence, sources).strip(" ,;:")
         if not claim or not sources:
             return Verdict(False, 0.0, "", -1, "nothing to check")
         # The abstract as the reader sees it (markup out, no sentence addressing the model):
