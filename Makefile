@@ -55,19 +55,22 @@ evals-check: setup
 	RAG_LLM_LOCAL_MODEL=qwen2.5-coder-0.5b $(BIN)/python -m evals --quick --llm local --check \
 		--no-baseline
 
-# Both tiers, and the evals gate as tests/test_evals_gate.py. pytest runs last: its summary
-# line closes the output.
+# Both tiers, and the evals gate as tests/test_evals_gate.py, on two pytest-xdist workers:
+# most tests wait on servers, pages and child processes more than they compute, and a test
+# running a llama.cpp model has both cores to itself (tests/conftest.py, cpu_turn). pytest
+# runs last: its summary line closes the output.
+PYTEST := $(BIN)/python -m pytest -n 2 --dist loadgroup
+
 test: lint typecheck
-	$(BIN)/python -m pytest --durations=15
+	$(PYTEST) --durations=15
 
 # The fast tier alone (fakes: the hashing embedder, the fake OpenAI server): the loop to run
-# while working. Its tests wait on timeouts and child processes more than they compute, so
-# two workers overlap them (1 min 18 s against 1 min 58 s on one).
+# while working.
 check: setup
-	$(BIN)/python -m pytest -m "not slow" -n 2
+	$(PYTEST) -m "not slow"
 
 coverage: setup
-	$(BIN)/python -m pytest --cov=rag --cov=ui --cov-report=term
+	$(PYTEST) --cov=rag --cov=ui --cov-report=term
 
 clean:
 	rm -rf .rag .pytest_cache .mypy_cache .ruff_cache

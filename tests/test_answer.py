@@ -428,6 +428,7 @@ def assert_clean(text: str) -> None:
         assert bad not in text, (bad, text)
 
 
+@pytest.mark.llm
 @pytest.mark.slow
 def test_local_model_answers_with_valid_citations(planted_home: Path) -> None:
     # The default model (the 1.5B) on purpose: that every sentence it writes is cited is a

@@ -86,6 +86,7 @@ def test_llamaindex_chat_engines_agents_and_evaluators_use_it(fake_seed: Setting
     assert result.contexts and "128" in result.contexts[0]
 
 
+@pytest.mark.llm
 @pytest.mark.slow
 def test_a_llamaindex_chat_engine_with_the_real_model(seed_readonly: Settings) -> None:
     # The default 1.5B condenses the follow-up in LlamaIndex's chat engine and writes the

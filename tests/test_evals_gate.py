@@ -19,7 +19,9 @@ GATES = {
 }
 
 
-@pytest.mark.parametrize("gate", list(GATES))
+@pytest.mark.parametrize(
+    "gate", [pytest.param(g, marks=[pytest.mark.llm] if "local" in g else []) for g in GATES]
+)
 def test_quick_suite_holds_its_thresholds(gate: str, seed_settings: Settings) -> None:
     home = str(seed_settings.home)
     env = {"RAG_LLM_LOCAL_MODEL": "qwen2.5-coder-0.5b", "RAG_EMBED_MODEL": None}

@@ -190,6 +190,7 @@ def test_extractive_answers_to_every_question_are_clean(planted: Settings) -> No
         assert_safe(a.ask(q["question"]))
 
 
+@pytest.mark.llm
 @pytest.mark.slow
 def test_local_model_answers_to_planted_questions_are_clean(real_planted: Settings) -> None:
     """The real small model, on the abstracts whose payload is written to a model (orders,

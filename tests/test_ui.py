@@ -245,6 +245,7 @@ _FONT_PROBE = """([selector, weight]) => {
 }"""
 
 
+@pytest.mark.llm
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed")
 def test_examples_get_model_written_answers_and_the_page_stays_local(
     model_page_url: str,
