@@ -55,13 +55,14 @@ evals-check: setup
 	RAG_LLM_LOCAL_MODEL=qwen2.5-coder-0.5b $(BIN)/python -m evals --quick --llm local --check \
 		--no-baseline
 
-# Both tiers, and the evals gate as tests/test_evals_gate.py, on two pytest-xdist workers:
-# most tests wait on servers, pages and child processes more than they compute, and a test
-# running a llama.cpp model has both cores to itself (tests/conftest.py, cpu_turn). pytest
-# runs last: its summary line closes the output.
+# Both tiers, with ruff and mypy (tests/test_lint.py) and the evals gate
+# (tests/test_evals_gate.py) among the tests, on two pytest-xdist workers: most tests wait on
+# servers, pages and child processes more than they compute, and a test running a llama.cpp
+# model has both cores to itself (tests/conftest.py, cpu_turn). pytest's summary line closes
+# the output.
 PYTEST := $(BIN)/python -m pytest -n 2 --dist loadgroup
 
-test: lint typecheck
+test: setup
 	$(PYTEST) --durations=15
 
 # The fast tier alone (fakes: the hashing embedder, the fake OpenAI server): the loop to run

@@ -70,11 +70,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    # Other tests share the machine from setup to teardown; a model's test takes it alone
+    # only while it runs (its fixtures build indexes and start servers beside the others).
+    if item.get_closest_marker("llm") is not None:
+        yield
+        return
+    with cpu_turn(_run_dir(item), exclusive=False):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    if item.get_closest_marker("llm") is None:
+        yield
+        return
+    with cpu_turn(_run_dir(item), exclusive=True):
+        yield
+
+
+def _run_dir(item: pytest.Item) -> Path | None:
     # xdist gives each worker a basetemp inside the run's own: the locks live beside them.
     basetemp = item.config.option.basetemp
-    run = Path(basetemp).parent if basetemp and os.environ.get("PYTEST_XDIST_WORKER") else None
-    with cpu_turn(run, exclusive=item.get_closest_marker("llm") is not None):
-        yield
+    return Path(basetemp).parent if basetemp and os.environ.get("PYTEST_XDIST_WORKER") else None
 
 
 @contextlib.contextmanager
