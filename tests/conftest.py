@@ -70,22 +70,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    # Other tests share the machine from setup to teardown; a model's test takes it alone
-    # only while it runs (its fixtures build indexes and start servers beside the others).
-    if item.get_closest_marker("llm") is not None:
-        yield
+    # Other tests share the machine from setup to teardown. A model's test takes it alone from
+    # its call (its fixtures build indexes and start servers beside the others) and keeps it
+    # while the worker's next test is a model's too: each hand-over waits for the other
+    # worker's test in progress.
+    if not _uses_llm(item):
+        with cpu_turn(_run_dir(item), exclusive=False):
+            yield
         return
-    with cpu_turn(_run_dir(item), exclusive=False):
-        yield
+    yield
+    if _ALONE and (nextitem is None or not _uses_llm(nextitem)):
+        _ALONE.pop().close()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    if item.get_closest_marker("llm") is None:
-        yield
-        return
-    with cpu_turn(_run_dir(item), exclusive=True):
-        yield
+    if _uses_llm(item) and not _ALONE:
+        hold = contextlib.ExitStack()
+        hold.enter_context(cpu_turn(_run_dir(item), exclusive=True))
+        _ALONE.append(hold)
+    yield
+
+
+_ALONE: list[contextlib.ExitStack] = []  # this worker's hold on the whole machine, if it has it
+
+
+def _uses_llm(item: pytest.Item) -> bool:
+    return item.get_closest_marker("llm") is not None
 
 
 def _run_dir(item: pytest.Item) -> Path | None:

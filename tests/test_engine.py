@@ -89,15 +89,20 @@ def test_llamaindex_chat_engines_agents_and_evaluators_use_it(fake_seed: Setting
 @pytest.mark.llm
 @pytest.mark.slow
 def test_a_llamaindex_chat_engine_with_the_real_model(seed_readonly: Settings) -> None:
-    # The default 1.5B condenses the follow-up in LlamaIndex's chat engine and writes the
-    # answers (the 0.5B's "FS-DFM is 8 sampling steps" leaves out the value asked for).
-    engine = Engine(seed_readonly)
+    # Mechanics, so the 0.5B: LlamaIndex's chat engine condenses the follow-up with a real
+    # model and gets our cited papers back as source nodes. What the default 1.5B writes for
+    # this question is checked in the page's test (tests/test_ui.py) and by the evals.
+    settings = seed_readonly.model_copy(
+        update={"llm": seed_readonly.llm.model_copy(update={"local_model": "qwen2.5-coder-0.5b"})}
+    )
+    engine = Engine(settings)
     writer = engine.writer
     assert isinstance(writer, ModelWriter)
     llm = writer.backend.llm  # type: ignore[attr-defined]
     chat = CondenseQuestionChatEngine.from_defaults(query_engine=engine.query_engine(), llm=llm)
     first = chat.chat("How much faster is FS-DFM?")
-    assert "128" in str(first) and first.source_nodes
+    names = {n.node.metadata["display_name"] for n in first.source_nodes}
+    assert "FS-DFM" in names and str(first).strip(), (str(first), names)
     second = chat.chat("And how many sampling steps does it need for that?")
     names = {n.node.metadata["display_name"] for n in second.source_nodes}
     assert "FS-DFM" in names, (str(second), names)
