@@ -13,6 +13,7 @@ or a few cited sentences.
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,7 +23,7 @@ from typing import Any
 from rag.corpus import Paper
 from rag.excerpts import Excerpt, Excerpter
 from rag.llm import AnswerCutOff, Backend, BackendError
-from rag.prompts import Shape
+from rag.prompts import EXAMPLES, Shape
 from rag.query import Asks
 from rag.retrieve import Retrieval, Retriever
 from rag.sanitize import addresses_model, clean_text, source_sentences
@@ -70,6 +71,17 @@ _CONTENT_DROP = STOPWORDS | GENERIC_WORDS | QUESTION_WORDS
 # What is left of a sentence that only points at a source ("Lotfi et al.", "The evidence
 # comes from Baek et al. (Safety).") once names and these words are out: nothing to check.
 _POINTING = _CONTENT_DROP | word_list("attribution")
+
+
+def _pairs(text: str) -> set[tuple[str, str]]:
+    """Adjacent content-word stems."""
+    words = stems(text, _CONTENT_DROP)
+    return set(itertools.pairwise(words))
+
+
+# The system prompt's made-up examples: a sentence sharing two of their word pairs that none
+# of its sources has took its facts from the example ("FS-DFM sorts beads 3.2x faster ...").
+_EXAMPLE_PAIRS = frozenset(_pairs(EXAMPLES))
 
 # Citation forms small models write instead of [n]: "Source 1", "[Source 2]", "(3)", "[1][2]".
 _CITE_FORMS = [
@@ -464,6 +476,28 @@ class Answerer:
             written = self._write(answer, retry, None)
             answer.timings = first | {"retry_ms": written.timings.get("generate_ms", 0.0)}
             self._check(answer, written, retry)
+        if answer.shape is Shape.COMPARE and not answer.abstained:
+            self._cover_compared(answer)
+
+    def _cover_compared(self, answer: Answer) -> None:
+        """A comparison describes each paper the question names: one the answer does not
+        cite gets a sentence of its own, the clause in which it says what it does (as a list
+        item would), quoted and cited."""
+        cited = {n for s in answer.sentences if s.supported for n in s.citations}
+        before = len(answer.sentences)
+        for src in answer.sources:
+            if src.paper.id not in answer.named or src.n in cited:
+                continue
+            gist = self.excerpter.gist(src.paper)
+            if not gist:
+                continue
+            src.in_prompt = True
+            name = clean_text(src.paper.display_name)
+            text = f"{name}: {_item_text(gist_clause(gist), src.paper)}"
+            note = "added: the answer did not describe this compared paper; its own clause"
+            answer.sentences.append(Sentence(text, [src.n], True, 1.0, gist, note, own_words=False))
+        if len(answer.sentences) > before:
+            answer.text = " ".join(_with_citations(s) for s in answer.sentences)
 
     def _redraft(self, answer: Answer, draft: Draft) -> None:
         """The same sources written once more under the strict instruction; the verifier
@@ -535,7 +569,7 @@ class Answerer:
         parts = (
             written.parts
             if written.parts is not None
-            else _split(written.text, [s.paper for s in prompt_sources])
+            else _split(written.text, {s.n: s.paper for s in prompt_sources})
         )
         sentences: list[Sentence] = []
         for i, (raw, cited) in enumerate(parts):
@@ -564,8 +598,9 @@ class Answerer:
                 len(re.findall(r"\w+", body)) < 3
                 or _restates(body, answer.question)
                 or _only_points(body, prompt_sources)
+                or _copies_example(body, prompt_sources)
             ):
-                continue  # "Answer:", stray fragments, the question said back
+                continue  # "Answer:", stray fragments, the question said back, the example
             if _COVERAGE.search(body):
                 sentences.append(Sentence(body, [], True, 0.0, kind="coverage"))
                 continue
@@ -665,11 +700,13 @@ class Answerer:
         )
 
 
-def _split(text: str, papers: Sequence[Paper] = ()) -> list[tuple[str, list[int]]]:
+def _split(text: str, papers: dict[int, Paper] | None = None) -> list[tuple[str, list[int]]]:
     """A model's text as sentences, each with the citations it carries. The sources' names
     are kept whole ("Huang et al. (Foundation Models)" is not two sentences)."""
-    text = attach_citations(clean_text(normalise_citations(text)))
-    names = sorted({clean_text(p.display_name) for p in papers if p.display_name}, key=len)
+    papers = papers or {}
+    text = _name_subjects(clean_text(normalise_citations(text)), papers)
+    text = attach_citations(text)
+    names = sorted({clean_text(p.display_name) for p in papers.values() if p.display_name}, key=len)
     kept: dict[str, str] = {}
     for i, name in enumerate(reversed(names)):
         if name in text:
@@ -682,6 +719,24 @@ def _split(text: str, papers: Sequence[Paper] = ()) -> list[tuple[str, list[int]
             sentence = sentence.replace(mark, name)
         out.append((sentence, parse_citations(sentence)))
     return out
+
+
+# "[2] shows that ...": a citation mark written as a sentence's subject (a lower-case word
+# follows it where a sentence would start).
+_MARK_SUBJECT = re.compile(r"(^|[.!?]\s+)\[(\d{1,3})\]\s+(?=[a-z])")
+
+
+def _name_subjects(text: str, papers: dict[int, Paper]) -> str:
+    """The paper's name where the model made its citation mark the subject, so the sentence
+    says who did it: "[2] shows X." -> "SPA-Cache [2] shows X." (not "... [2]. shows X.")."""
+
+    def named(m: re.Match[str]) -> str:
+        paper = papers.get(int(m.group(2)))
+        if paper is None or not paper.display_name:
+            return m.group(0)
+        return f"{m.group(1)}{clean_text(paper.display_name)} [{m.group(2)}] "
+
+    return _MARK_SUBJECT.sub(named, text)
 
 
 def _with_citations(s: Sentence) -> str:
@@ -722,6 +777,17 @@ def _supported_share(answer: Answer) -> float:
     if answer.abstained or not claims:
         return 0.0
     return sum(s.supported for s in claims) / len(claims)
+
+
+def _copies_example(sentence: str, sources: Sequence[Source]) -> bool:
+    """Whether a sentence shares two or more word pairs with the prompt's examples that its
+    sources do not have."""
+    borrowed = _pairs(sentence) & _EXAMPLE_PAIRS
+    if len(borrowed) < 2:
+        return False
+    for s in sources:
+        borrowed -= _pairs(f"{s.paper.display_name}. {s.paper.abstract}")
+    return len(borrowed) >= 2
 
 
 def _only_points(sentence: str, sources: Sequence[Source]) -> bool:

@@ -28,6 +28,7 @@ from rag.text import (
     fold,
     phrase,
     tokens,
+    word_list,
 )
 
 # Words that say nothing about a question's topic.
@@ -72,6 +73,11 @@ class Asks(StrEnum):
     TOPIC = "topic"  # anything else about a topic
 
 
+_REQUESTS = "|".join(
+    sorted(
+        (re.escape(v).replace("\\ ", r"\s+") for v in word_list("request")), key=len, reverse=True
+    )
+)
 _ASKS = [
     (
         Asks.RECOMMEND,
@@ -108,11 +114,12 @@ _ASKS = [
         re.compile(r"^\W*(?:why|how come)\b", re.I),
     ),
     (
-        # Opens with an auxiliary verb; "can you explain ..." is a request, not a yes/no.
+        # Opens with an auxiliary verb; "can you explain ..." is a request, not a yes/no
+        # ("can you tell a correct proof from a bogus one ...?" is one).
         Asks.YESNO,
         re.compile(
             r"^\s*(?:(?:and|so|but|also)\s+|[^,?]{3,80},\s*)?(?:do|does|did|is|are|was|were|can|could|will|would|"
-            r"has|have|had|should|may|might)\b(?!\s+(?:you|u)\b)",
+            rf"has|have|had|should|may|might)\b(?!\s+(?:you|u)\s+(?:please\s+)?(?:{_REQUESTS})\b)",
             re.I,
         ),
     ),

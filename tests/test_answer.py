@@ -79,6 +79,15 @@ def test_markup_and_urls_never_reach_the_answer() -> None:
     assert clean_text(dirty) == "See site ok"  # a script's body is code, not words
 
 
+def test_tex_math_reads_as_its_symbols() -> None:
+    assert clean_text(r"up to 19.5$\times$ speedup") == "up to 19.5× speedup"
+    assert (
+        clean_text(r"bounds the $\ell_2$ norm, $p < 10^{-48}$") == "bounds the ℓ2 norm, p < 10^-48"
+    )
+    assert clean_text(r"pixel$\rightarrow$latent, $\mathrm{SO}(3)$") == "pixel→latent, SO(3)"
+    assert clean_text("costs $5 and $10 each") == "costs $5 and $10 each"  # money, not math
+
+
 def test_valid_citations_are_kept_and_checked(fake_seed: Settings) -> None:
     reply = (
         "FS-DFM with 8 sampling steps achieves perplexity parity with a 1,024-step "
@@ -232,6 +241,69 @@ def test_sentences_about_the_evidence_rather_than_from_it_are_not_claims(
     for said in lacks:
         answer = answerer(fake_seed, f"{fact} {said}")[0].ask("how much faster is FS-DFM?")
         assert [s.kind for s in answer.sentences] == ["claim", "coverage"], said
+
+
+def test_a_sentence_copied_from_the_prompt_s_example_is_dropped(fake_seed: Settings) -> None:
+    fact = (
+        "FS-DFM with 8 sampling steps delivers up to 128× faster sampling than a 1,024-step "
+        "discrete-flow baseline [1]."
+    )
+    copied = (
+        "FS-DFM introduces Few-Step Discrete Flow-Matching, which sorts beads 3.2x faster "
+        "than a sieve [1]."
+    )
+    assert "sorts beads 3.2x faster than a sieve" in SYSTEM_PROMPT
+    answer = answerer(fake_seed, f"{copied} {fact}")[0].ask("how much faster is FS-DFM?")
+    assert [s.citations for s in answer.sentences] == [[1]] and answer.sentences[0].supported
+    assert "bead" not in answer.text and "128×" in answer.text
+    # Sharing one ordinary word pair with the example ("faster than") is no copy.
+    answer = answerer(fake_seed, fact)[0].ask("how much faster is FS-DFM?")
+    assert len(answer.sentences) == 1 and answer.sentences[0].supported
+
+
+def test_a_citation_mark_written_as_the_subject_becomes_the_paper_s_name(
+    fake_seed: Settings,
+) -> None:
+    question = "Compare FS-DFM and SPA-Cache"
+    by_name = {s.paper.display_name: s.n for s in answerer(fake_seed, "x")[0].ask(question).sources}
+    fs, spa = by_name["FS-DFM"], by_name["SPA-Cache"]
+    reply = (
+        f"Both speed up diffusion language models. [{fs}] achieves perplexity parity with a "
+        f"1,024-step discrete-flow baseline using 8 sampling steps. [{spa}] jointly optimizes "
+        "update identification and budget allocation."
+    )
+    answer = answerer(fake_seed, reply)[0].ask(question)
+    texts = [s.text for s in answer.sentences]
+    assert any(t.startswith("FS-DFM achieves perplexity parity") for t in texts), texts
+    assert any(t.startswith("SPA-Cache jointly optimizes") for t in texts), texts
+    cited = {n for s in answer.sentences if s.supported for n in s.citations}
+    assert {fs, spa} <= cited
+
+
+def test_a_comparison_describes_every_paper_it_names(fake_seed: Settings) -> None:
+    question = "Compare FS-DFM and SPA-Cache"
+    reply = (
+        "FS-DFM with 8 sampling steps delivers up to 128× faster sampling than a 1,024-step "
+        "discrete-flow baseline [1]."
+    )
+    answer = answerer(fake_seed, reply)[0].ask(question)
+    assert answer.shape is Shape.COMPARE and not answer.abstained
+    by_n = {s.n: s.paper.display_name for s in answer.sources}
+    assert by_n[1] == "FS-DFM"
+    added = [s for s in answer.sentences if s.note.startswith("added")]
+    assert len(added) == 1 and by_n[added[0].citations[0]] == "SPA-Cache"
+    assert added[0].text.startswith("SPA-Cache: ") and not added[0].own_words
+    assert (
+        added[0].supported
+        and added[0].evidence in answer.sources[added[0].citations[0] - 1].paper.abstract
+    )
+    assert answer.written_by == "model" and f"[{added[0].citations[0]}]" in answer.text
+    # A comparison that already cites both gets nothing added.
+    both = answerer(
+        fake_seed,
+        reply + " SPA-Cache jointly optimizes update identification and budget allocation [2].",
+    )[0].ask(question)
+    assert not any(s.note.startswith("added") for s in both.sentences)
 
 
 def test_number_questions_get_the_sentence_with_the_number(fake_seed: Settings) -> None:
