@@ -28,7 +28,6 @@ from rag.text import (
     fold,
     phrase,
     tokens,
-    word_list,
 )
 
 # Words that say nothing about a question's topic.
@@ -73,11 +72,6 @@ class Asks(StrEnum):
     TOPIC = "topic"  # anything else about a topic
 
 
-_REQUESTS = "|".join(
-    sorted(
-        (re.escape(v).replace("\\ ", r"\s+") for v in word_list("request")), key=len, reverse=True
-    )
-)
 _ASKS = [
     (
         Asks.RECOMMEND,
@@ -114,12 +108,11 @@ _ASKS = [
         re.compile(r"^\W*(?:why|how come)\b", re.I),
     ),
     (
-        # Opens with an auxiliary verb; "can you explain ..." is a request, not a yes/no
-        # ("can you tell a correct proof from a bogus one ...?" is one).
+        # Opens with an auxiliary verb; "can you explain ..." is a request, not a yes/no.
         Asks.YESNO,
         re.compile(
             r"^\s*(?:(?:and|so|but|also)\s+|[^,?]{3,80},\s*)?(?:do|does|did|is|are|was|were|can|could|will|would|"
-            rf"has|have|had|should|may|might)\b(?!\s+(?:you|u)\s+(?:please\s+)?(?:{_REQUESTS})\b)",
+            r"has|have|had|should|may|might)\b(?!\s+(?:you|u)\b)",
             re.I,
         ),
     ),

@@ -51,13 +51,6 @@ def vocab() -> Vocabulary:
         ("Why does TimeSAE use sparsity?", Asks.EXPLAIN),
         ("I study machine unlearning; which papers are worth reading?", Asks.RECOMMEND),
         ("sparse autoencoders for time series", Asks.TOPIC),
-        # "Can you ..." asks whether something is so, unless it asks the assistant to do
-        # something (rag/words/request.txt).
-        ("Can you tell a sound model from a backdoored one by its weights?", Asks.YESNO),
-        ("Can SAEs be trained stably?", Asks.YESNO),
-        ("Can you explain how TimeSAE works?", Asks.EXPLAIN),
-        ("Could you please list papers on unlearning?", Asks.PAPERS),
-        ("can you tell me about sparse autoencoders", Asks.TOPIC),
     ],
 )
 def test_what_a_question_asks_for(vocab: Vocabulary, question: str, asks: Asks) -> None:
