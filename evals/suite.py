@@ -119,6 +119,9 @@ def run_ours(
         "shape": answer.shape.value,
         "written_by": answer.written_by,
         "fallback": answer.failed,
+        # Which tries wrote it: the first, a redraft of a partly supported first answer, or
+        # the retry after an answer none of whose sentences held.
+        "tries": [t for t in ("redraft", "retry") if f"{t}_ms" in answer.timings],
         "retrieve_ms": answer.timings.get("retrieve_ms"),
         "first_token_ms": answer.timings.get("first_token_ms"),
         "total_ms": total,
@@ -271,6 +274,14 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "answered_by_model": ratio(
             sum(r.get("written_by") == "model" for r in answerable), len(answerable)
         ),
+        # Of those, the share the last try wrote: the model picking the sources' sentences
+        # that answer, after a first answer none of whose sentences held.
+        "model_answers_from_retry": ratio(
+            sum(
+                r.get("written_by") == "model" and "retry" in r.get("tries", ()) for r in answerable
+            ),
+            sum(r.get("written_by") == "model" for r in answerable),
+        ),
         "compare_cites_all": ratio(
             sum(r.get("cited_all_gold", False) for r in compares), len(compares)
         ),
@@ -318,6 +329,7 @@ def write_report(result: dict[str, Any], out_dir: Path) -> Path:
         "answerable_wrongly_abstained",
         "correct",
         "answered_by_model",
+        "model_answers_from_retry",
         "compare_cites_all",
         "yesno_agrees",
     ]

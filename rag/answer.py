@@ -464,13 +464,16 @@ class Answerer:
             # sentences and what it does) and asked to keep to the sources' words. The first
             # try reads little because prefill is most of the wait; most answers need no more.
             answer.abstained, answer.reason = False, ""
-            retry = self._draft(
-                answer,
-                answer.sources,
-                settings.prompt_chars * RETRY_READS,
-                strict=True,
-                with_gist=True,
-                every=True,
+            retry = replace(
+                self._draft(
+                    answer,
+                    answer.sources,
+                    settings.prompt_chars * RETRY_READS,
+                    strict=True,
+                    with_gist=True,
+                    every=True,
+                ),
+                retry=True,
             )
             first = dict(answer.timings)
             written = self._write(answer, retry, None)
@@ -728,15 +731,29 @@ _MARK_SUBJECT = re.compile(r"(^|[.!?]\s+)\[(\d{1,3})\]\s+(?=[a-z])")
 
 def _name_subjects(text: str, papers: dict[int, Paper]) -> str:
     """The paper's name where the model made its citation mark the subject, so the sentence
-    says who did it: "[2] shows X." -> "SPA-Cache [2] shows X." (not "... [2]. shows X.")."""
-
-    def named(m: re.Match[str]) -> str:
+    says who did it: "[2] shows X." -> "SPA-Cache [2] shows X." (not "... [2]. shows X.").
+    Where the sentence names the paper itself ("[1] introduces SAEmnesia, ..."), its authors
+    are the subject; where it opens with the name ("[2] iSAE, ..."), the mark follows it."""
+    out, at = [], 0
+    for m in _MARK_SUBJECT.finditer(text):
         paper = papers.get(int(m.group(2)))
         if paper is None or not paper.display_name:
-            return m.group(0)
-        return f"{m.group(1)}{clean_text(paper.display_name)} [{m.group(2)}] "
-
-    return _MARK_SUBJECT.sub(named, text)
+            continue
+        mark, name = f"[{m.group(2)}]", clean_text(paper.display_name)
+        rest = text[m.end() :].split(". ")[0]
+        names = [n for n in (name, *paper.names) if n]
+        opening = next((n for n in names if rest.casefold().startswith(n.casefold())), "")
+        out.append(text[at : m.end(1)])
+        if opening:
+            out.append(f"{rest[: len(opening)]} {mark}")
+            at = m.end() + len(opening)
+            continue
+        if any(n.casefold() in rest.casefold() for n in names):
+            surname = paper.authors[0].split()[-1] if paper.authors else ""
+            name = f"{surname} et al." if surname else "One paper"
+        out.append(f"{name} {mark} ")
+        at = m.end()
+    return "".join(out) + text[at:]
 
 
 def _with_citations(s: Sentence) -> str:

@@ -85,6 +85,10 @@ INSTRUCTIONS = {
 
 # The second try at an answer none of whose sentences the sources support.
 STRICT = "Use only sentences the sources state, in their own words, each with its [n]."
+# The last try, after a first answer none of whose sentences held: most such answers said
+# the question back as a claim, so the question comes first and the sources last, and the
+# model picks what answers it instead of writing it anew.
+RETRY = "copy the one or two sentences of the sources that answer the question, each with its [n]."
 
 
 def sources_block(
@@ -108,8 +112,16 @@ def user_prompt(
     papers: Sequence[Paper],
     texts: Sequence[str],
     strict: bool = False,
+    retry: bool = False,
 ) -> str:
     question = quoted(clean_text(question))
+    if retry and shape is not Shape.LIST:
+        ask = f"Start with Yes or No, then {RETRY}" if shape is Shape.YESNO else RETRY.capitalize()
+        return (
+            f"Question: {question}\n\nSources:\n"
+            + sources_block(numbers, papers, texts)
+            + f"\n\n{ask}\nAnswer:"
+        )
     instruction = INSTRUCTIONS[shape] + (f" {STRICT}" if strict else "")
     if shape is Shape.LIST:
         # Each paper's own clause, to be shortened: a 1.5B copies whole sentences when asked

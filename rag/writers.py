@@ -49,6 +49,7 @@ class Draft:
     papers: tuple[Paper, ...]  # in the order of `numbers`
     excerpts: tuple[Excerpt, ...]
     strict: bool = False  # a second try: keep to the sources' own words
+    retry: bool = False  # the last try, after an answer none of whose sentences held
 
 
 @dataclass
@@ -106,7 +107,13 @@ class ModelWriter:
     def write(self, draft: Draft, on_token: Callable[[str], None] | None = None) -> Written:
         texts = [" ".join(e.sentences) for e in draft.excerpts]
         user = user_prompt(
-            draft.question, draft.shape, draft.numbers, draft.papers, texts, draft.strict
+            draft.question,
+            draft.shape,
+            draft.numbers,
+            draft.papers,
+            texts,
+            draft.strict,
+            draft.retry,
         )
         backend = self.backend
         started = time.perf_counter()

@@ -18,7 +18,7 @@ from rag.answer import (
     parse_citations,
 )
 from rag.index import PaperIndex
-from rag.prompts import STRICT, SYSTEM_PROMPT, Shape
+from rag.prompts import RETRY, STRICT, SYSTEM_PROMPT, Shape
 from rag.retrieve import Retriever
 from rag.settings import AnswerSettings, Settings
 from rag.writers import ExtractiveWriter
@@ -142,9 +142,11 @@ def test_unverifiable_answer_abstains_with_the_reason(fake_seed: Settings) -> No
     answer = a.ask("how much faster is FS-DFM?")
     assert answer.abstained and answer.sentences == [] and answer.written_by == ""
     assert "no sentence of the answer is supported" in answer.reason
-    # One more try first, reading more of the sources and keeping to their words.
+    # One more try first, reading more of the sources and picking their sentences that
+    # answer, the question read before the sources (the first answer said it back).
     first, retry = backend.prompts
-    assert STRICT in retry and STRICT not in first
+    assert RETRY.capitalize() in retry and RETRY.capitalize() not in first
+    assert retry.startswith("Question: how much faster") and "\nQuestion:" in first
     numbered = [re.findall(r"^\[(\d+)\]", p, re.MULTILINE) for p in (first, retry)]
     assert set(numbered[0]) < set(numbered[1]) <= {str(s.n) for s in answer.sources}
 
