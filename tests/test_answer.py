@@ -282,6 +282,21 @@ def test_a_citation_mark_written_as_the_subject_becomes_the_paper_s_name(
     assert {fs, spa} <= cited
 
 
+def test_a_subject_mark_beside_the_paper_s_own_name_keeps_the_name_once() -> None:
+    from rag.answer import _name_subjects
+    from rag.corpus import Paper
+
+    coined = Paper("a", "x", authors=("Ana Li",), display_name="SAEmnesia", names=("SAEmnesia",))
+    lower = Paper("b", "x", authors=("Bo Wu",), display_name="iSAE", names=("iSAE",))
+    text = "They differ. [1] introduces SAEmnesia, a framework. [2] iSAE, a probe, is stable."
+    assert _name_subjects(text, {1: coined, 2: lower}) == (
+        "They differ. Li et al. [1] introduces SAEmnesia, a framework. "
+        "iSAE [2], a probe, is stable."
+    )
+    # A mark after a sentence's end stays that sentence's citation.
+    assert _name_subjects("X holds. [1]", {1: coined}) == "X holds. [1]"
+
+
 def test_a_comparison_describes_every_paper_it_names(fake_seed: Settings) -> None:
     question = "Compare FS-DFM and SPA-Cache"
     reply = (
