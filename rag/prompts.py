@@ -83,7 +83,7 @@ INSTRUCTIONS = {
 }
 
 
-# The second try at an answer none of whose sentences the sources support.
+# The redraft of an answer only some of whose sentences the sources support.
 STRICT = "Use only sentences the sources state, in their own words, each with its [n]."
 # The last try, after a first answer none of whose sentences held: most such answers said
 # the question back as a claim, so the question comes first and the sources last, and the
