@@ -461,19 +461,17 @@ class Answerer:
         if answer.abstained and answer.reason == UNSUPPORTED and written.own_words:
             # The verifier found none of the model's sentences in the sources: one more try
             # before the answer abstains, reading more (every retrieved source, its best
-            # sentences and what it does) and asked to keep to the sources' words. The first
-            # try reads little because prefill is most of the wait; most answers need no more.
+            # sentences and what it does) and asked for the sources' sentences that answer
+            # (rag.prompts.RETRY). The first try reads little because prefill is most of the
+            # wait; most answers need no more.
             answer.abstained, answer.reason = False, ""
-            retry = replace(
-                self._draft(
-                    answer,
-                    answer.sources,
-                    settings.prompt_chars * RETRY_READS,
-                    strict=True,
-                    with_gist=True,
-                    every=True,
-                ),
+            retry = self._draft(
+                answer,
+                answer.sources,
+                settings.prompt_chars * RETRY_READS,
                 retry=True,
+                with_gist=True,
+                every=True,
             )
             first = dict(answer.timings)
             written = self._write(answer, retry, None)
@@ -521,7 +519,7 @@ class Answerer:
         answer: Answer,
         sources: list[Source],
         budget: int,
-        strict: bool = False,
+        retry: bool = False,
         **pick: bool,
     ) -> Draft:
         """The writer's draft from these sources (marked as in the prompt), with their
@@ -537,7 +535,7 @@ class Answerer:
             **pick,
         )
         numbers, papers = tuple(s.n for s in sources), tuple(s.paper for s in sources)
-        return Draft(answer.question, answer.shape, numbers, papers, tuple(excerpts), strict)
+        return Draft(answer.question, answer.shape, numbers, papers, tuple(excerpts), retry=retry)
 
     def _write(
         self, answer: Answer, draft: Draft, on_token: Callable[[str], None] | None

@@ -48,7 +48,7 @@ class Draft:
     numbers: tuple[int, ...]
     papers: tuple[Paper, ...]  # in the order of `numbers`
     excerpts: tuple[Excerpt, ...]
-    strict: bool = False  # a second try: keep to the sources' own words
+    strict: bool = False  # a redraft of a partly supported answer: keep to the sources' words
     retry: bool = False  # the last try, after an answer none of whose sentences held
 
 
