@@ -81,8 +81,12 @@ class Verifier(Protocol):
         ...
 
 
+# A mark removed from before punctuation leaves no space behind ("iSAE [2], ..." -> "iSAE, ...").
+_SPACE_BEFORE_PUNCT = re.compile(r" ([.,;:!?])")
+
+
 def strip_citations(text: str) -> str:
-    return " ".join(_CITATION.sub(" ", text).split()).replace(" .", ".")
+    return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(_CITATION.sub(" ", text).split()))
 
 
 def without_names(text: str, papers: Sequence[Paper]) -> str:

@@ -21,6 +21,7 @@ from rag.index import PaperIndex
 from rag.prompts import RETRY, STRICT, SYSTEM_PROMPT, Shape
 from rag.retrieve import Retriever
 from rag.settings import AnswerSettings, Settings
+from rag.verify import strip_citations
 from rag.writers import ExtractiveWriter
 
 from .conftest import CORPUS, FAKE_ENV, LlamaServer, call_cli, free_port, run_cli
@@ -295,6 +296,8 @@ def test_a_subject_mark_beside_the_paper_s_own_name_keeps_the_name_once() -> Non
     )
     # A mark after a sentence's end stays that sentence's citation.
     assert _name_subjects("X holds. [1]", {1: coined}) == "X holds. [1]"
+    # Shown with its marks at the end, the sentence keeps no space where the mark was.
+    assert strip_citations("iSAE [2], a probe [1][2]; stable [1] .") == "iSAE, a probe; stable."
 
 
 def test_a_comparison_describes_every_paper_it_names(fake_seed: Settings) -> None:
@@ -463,6 +466,7 @@ def test_bad_arguments_are_usage_errors_that_say_why(
     assert done.returncode == 2 and said in done.stderr and done.stdout == ""
 
 
+@pytest.mark.timed
 def test_endpoint_down_is_a_clear_error_within_30s(fake_seed: Settings) -> None:
     env = {
         **FAKE_ENV,

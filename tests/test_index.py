@@ -237,6 +237,7 @@ def test_dense_search_finds_papers(seed_readonly: Settings) -> None:
     assert len({h.paper.id for h in hits}) == 3
 
 
+@pytest.mark.timed
 def test_second_ingest_stops_within_seconds(fake_seed_copy: Settings) -> None:
     seed_settings = fake_seed_copy
     holder = subprocess.Popen(
@@ -314,6 +315,7 @@ def test_ingest_and_search_through_a_chroma_server(chroma_server, tmp_path: Path
     assert json.loads(again.stdout)["chunks_embedded"] == 0
 
 
+@pytest.mark.timed
 def test_server_down_is_a_clear_error(tmp_path: Path) -> None:
     from .conftest import free_port
 

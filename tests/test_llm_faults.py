@@ -70,6 +70,7 @@ def test_a_healthy_endpoint_answers_in_one_request(retriever: Retriever, fake: F
         ("429", "600", 1, "asks to wait 600s"),
     ],
 )
+@pytest.mark.timed
 def test_failing_endpoint_is_retried_a_bounded_number_of_times(
     retriever: Retriever,
     fake: FakeOpenAI,
@@ -140,6 +141,7 @@ def test_a_slow_endpoint_is_waited_for(retriever: Retriever, fake: FakeOpenAI) -
     assert fake.requests == 1 and not answer.failed and answer.backend == "openai"
 
 
+@pytest.mark.timed
 def test_an_endpoint_that_stalls_mid_answer_is_cut_off(
     retriever: Retriever, fake: FakeOpenAI
 ) -> None:
@@ -161,6 +163,7 @@ def cli_env(home: Path, url: str, timeout: float = 2.0) -> dict[str, str]:
     }
 
 
+@pytest.mark.timed
 def test_cli_hung_endpoint_gives_up_in_bounded_time(retriever: Retriever, fake: FakeOpenAI) -> None:
     fake.mode = "hang"
     started = time.monotonic()

@@ -25,7 +25,8 @@ from ui.app import launch
 from .conftest import ARTIFACTS, FAKE_EMBED, free_port
 from .fake_openai import FakeOpenAI
 
-pytestmark = pytest.mark.slow  # a real Gradio server under concurrent sessions
+# A real Gradio server under concurrent sessions, whose queue is timed.
+pytestmark = [pytest.mark.slow, pytest.mark.timed]
 SESSIONS = 6
 
 

@@ -293,6 +293,7 @@ def _lock_collections(index: PaperIndex) -> list[str]:
     return sorted(c.name for c in index.client.list_collections() if "-ingest-lock" in c.name)
 
 
+@pytest.mark.timed
 def test_a_held_lock_makes_an_ingest_wait_then_say_who_holds_it(
     server: ChromaServer, tmp_path: Path
 ) -> None:
@@ -350,6 +351,7 @@ def test_waiters_on_an_expired_lock_hold_it_one_at_a_time(
     assert _lock_collections(index) == []
 
 
+@pytest.mark.timed
 def test_a_killed_ingests_lock_expires_and_the_next_ingest_proceeds(
     server: ChromaServer, fake_seed: Settings, tmp_path: Path
 ) -> None:
@@ -372,6 +374,7 @@ def test_a_killed_ingests_lock_expires_and_the_next_ingest_proceeds(
 # ---------------------------------------------------------------------------- no reply
 
 
+@pytest.mark.timed
 def test_a_server_that_never_answers_is_an_error_within_the_timeout(tmp_path: Path) -> None:
     silent = SilentServer(free_port())
     try:
@@ -403,6 +406,7 @@ def test_a_server_that_never_answers_is_an_error_within_the_timeout(tmp_path: Pa
         silent.close()
 
 
+@pytest.mark.timed
 def test_the_page_during_a_silent_server_then_after_it(
     served_seed: tuple[Path, ChromaServer],
 ) -> None:

@@ -138,6 +138,7 @@ def test_prune_removes_only_papers_from_files_this_catalog_knows(
     assert sorted(p.id for p in index.papers()) == ["p1", "p2", "p3", "p6"]
 
 
+@pytest.mark.timed
 def test_a_silent_server_is_reported_once_per_timeout(tmp_path: Path) -> None:
     silent = SilentServer(free_port())
     try:
