@@ -14,7 +14,8 @@ evals/reports/bench-growth.png are rewritten from that file after every part):
 - answer: time to first token and total per backend on the 60 seed papers (the openai backend
   against a real llama_cpp.server on 127.0.0.1 serving the bundled 0.5B model);
 - cold: `python -m rag.ask` from process start to its "found N papers" line, and the chat page
-  from launch to serving, on the smallest and the largest index;
+  from launch to serving, on the smallest and the largest index; with `--vs REV`, also this
+  checkout's `rag.ask` against REV's (a git worktree beside), runs alternating;
 - synthetic: the vector store alone with N random unit 384-d vectors, embedded Chroma and a
   `chroma run` server: insert rate, query p50/p95, peak memory, disk;
 - load: 20 sessions of the chat page asking 5 questions each at once (evals/load.py), answered
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -348,28 +350,62 @@ def bench_answer() -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------- cold start
 
 
+def _ask_once(home: Path, cwd: Path = PROJECT_ROOT) -> tuple[float, float]:
+    """One `python -m rag.ask` of the code in `cwd`: ms to its "found" line, and to its exit."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rag.ask", "--llm", "extractive", COLD_QUESTION],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(home),
+        cwd=cwd,
+    )
+    assert proc.stderr is not None
+    found = math.nan
+    for line in proc.stderr:
+        if line.startswith(b"found "):
+            found = (time.monotonic() - t0) * 1000
+            break
+    proc.stderr.read()
+    if proc.wait(120) or math.isnan(found):
+        raise SystemExit(f"rag.ask failed on {home} (code in {cwd})")
+    return found, (time.monotonic() - t0) * 1000
+
+
 def cold_ask(home: Path, runs: int = 3) -> dict[str, Any]:
     """Process start to the "found N papers" line of `python -m rag.ask`, several runs."""
-    found, total = [], []
-    for _ in range(runs):
-        t0 = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rag.ask", "--llm", "extractive", COLD_QUESTION],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=_env(home),
-            cwd=PROJECT_ROOT,
-        )
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if line.startswith(b"found "):
-                found.append((time.monotonic() - t0) * 1000)
-                break
-        proc.stderr.read()
-        if proc.wait(120):
-            raise SystemExit(f"rag.ask failed on {home}")
-        total.append((time.monotonic() - t0) * 1000)
+    found, total = zip(*(_ask_once(home) for _ in range(runs)), strict=True)
     return {"to_first_paper_ms": _pct(found), "to_exit_ms": _pct(total)}
+
+
+def cold_vs(rev: str, runs: int = 9) -> dict[str, Any]:
+    """`rag.ask` to its first paper, this checkout against `rev`, runs alternating: a ratio
+    measured in one sitting. `rev` is checked out beside (a git worktree) and runs in this
+    virtualenv, on the seeds indexed by its own code into its own home."""
+    tree = WORK / f"rev-{rev}"
+    if not tree.exists():
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), rev], cwd=PROJECT_ROOT, check=True
+        )
+    homes = {"this": home_for("60"), rev: WORK / f"home-60-{rev}"}
+    subprocess.run(
+        [sys.executable, "-m", "rag.ingest", str(PROJECT_ROOT / "corpus")],
+        env=_env(homes[rev]),
+        cwd=tree,
+        check=True,
+        capture_output=True,
+    )
+    times: dict[str, list[float]] = {"this": [], rev: []}
+    for _ in range(runs):
+        times["this"].append(_ask_once(homes["this"])[0])
+        times[rev].append(_ask_once(homes[rev], tree)[0])
+    this, other = statistics.median(times["this"]), statistics.median(times[rev])
+    return {
+        "vs": rev,
+        "this_ms": _pct(times["this"]),
+        "vs_ms": _pct(times[rev]),
+        "ratio": round(this / other, 3),
+    }
 
 
 def cold_page(home: Path, runs: int = 2) -> dict[str, Any]:
@@ -743,6 +779,13 @@ def write_markdown(r: dict[str, Any]) -> None:
             "before generating. Page ready: from `python -m ui` to its `/config` answering.",
             "",
         ]
+        if vs := r.get("cold_vs"):
+            lines += [
+                f"Against {vs['vs']}, 60 papers, runs alternating: first paper p50 "
+                f"{vs['this_ms']['p50']:g} ms against {vs['vs_ms']['p50']:g} ms, "
+                f"**{vs['ratio']:g}x** ({vs['this_ms']['n']} runs each).",
+                "",
+            ]
     if r.get("synthetic"):
         lines += [
             f"## The vector store alone, synthetic vectors ({r['synthetic_meta']})",
@@ -874,6 +917,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="onnx",
         help=f"embedding runtimes for ingest and cold, side by side ({', '.join(RUNTIMES)})",
     )
+    parser.add_argument(
+        "--vs", metavar="REV", help="cold: also time rag.ask against this git revision, alternating"
+    )
     parser.add_argument("--child-ingest", nargs="+", metavar="HOME PATH", help=argparse.SUPPRESS)
     parser.add_argument("--child-synthetic", nargs=2, metavar="TARGET N", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -929,6 +975,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "cold" in parts:
         results["cold"] = bench_cold(list(dict.fromkeys(["60", *sizes[-1:]])))
         results["cold_meta"] = meta(f"--parts cold {size_arg}")
+        if args.vs:
+            results["cold_vs"] = cold_vs(args.vs)
+            results["cold_meta"] += f" --vs {args.vs}"
         save_results(results)
     if "synthetic" in parts:
         counts = [int(n) for n in args.synthetic.split(",") if n]

@@ -116,7 +116,7 @@ class Resolved:
 
 def resolve(settings: EmbedSettings) -> Resolved:
     """The folder and run options that `settings` name; a clear error when there is none."""
-    from rag.onnx_embed import prompts
+    from rag.onnx_model import prompts
 
     spec = MODELS.get(settings.model)
     if spec is not None:
@@ -198,8 +198,9 @@ def _load(model: Resolved, max_length: int, cache: Path, device: str) -> BaseEmb
         )
         embedding._model.truncate_dim = model.dimensions  # not among its own arguments
         return embedding
-    from rag.onnx_embed import OnnxEmbedding, Pipeline, UnsupportedModel
+    from rag.onnx_embed import OnnxEmbedding
     from rag.onnx_export import ExportError, ensure_onnx
+    from rag.onnx_model import Pipeline, UnsupportedModel
 
     try:
         Pipeline.read(model.folder)  # before the export: an unsupported folder fails at once
@@ -224,6 +225,24 @@ def load_embedding(settings: EmbedSettings) -> BaseEmbedding:
     model = resolve(settings)
     with _LOCK:
         return _load(model, settings.max_length, settings.cache, settings.device)
+
+
+def preload(settings: EmbedSettings) -> None:
+    """Start opening the question-side model in the background, when it runs on ONNX Runtime
+    and is exported already (an export is never started behind the user's back). Errors wait
+    for `load_embedding`, which reports them."""
+    if settings.model in _REGISTRY or settings.runtime == "torch":
+        return
+    from rag.onnx_export import exported
+    from rag.onnx_model import preload as open_in_background
+
+    try:
+        model = resolve(settings)
+        onnx_file = exported(model.folder, settings.cache, model.precision)
+    except (EmbeddingModelError, OSError):
+        return
+    if onnx_file is not None:
+        open_in_background(model.folder, onnx_file, settings.max_length, model.dimensions)
 
 
 class _FolderTokenizer:

@@ -40,13 +40,23 @@ def export_key(folder: Path, precision: Precision) -> str:
     return digest.hexdigest()[:16]
 
 
+def _target(folder: Path, cache: Path, precision: Precision) -> Path:
+    name = folder.name if folder.name != "model" else folder.parent.name
+    return cache / "onnx" / f"{name}-{precision}-{export_key(folder, precision)}"
+
+
+def exported(folder: Path, cache: Path, precision: Precision) -> Path | None:
+    """The cached ONNX file for this folder and precision, if it has been exported."""
+    done = _target(folder, cache, precision) / "model.onnx"
+    return done if done.is_file() else None
+
+
 def ensure_onnx(folder: Path, cache: Path, precision: Precision) -> Path:
     """The cached ONNX file for this folder and precision, exporting it the first time."""
-    name = folder.name if folder.name != "model" else folder.parent.name
-    target = cache / "onnx" / f"{name}-{precision}-{export_key(folder, precision)}"
-    done = target / "model.onnx"
-    if done.is_file():
+    if (done := exported(folder, cache, precision)) is not None:
         return done
+    target = _target(folder, cache, precision)
+    done = target / "model.onnx"
     cache.mkdir(parents=True, exist_ok=True)
     (cache / "onnx").mkdir(exist_ok=True)
     with FileLock(str(target) + ".lock", timeout=1800):

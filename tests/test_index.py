@@ -434,6 +434,46 @@ def test_a_folder_onnx_cannot_run_says_what_to_do(tmp_path: Path) -> None:
     assert not (tmp_path / "onnx").exists()  # refused before any export
 
 
+def test_a_model_opened_in_the_background_is_the_one_questions_use(tmp_path: Path) -> None:
+    from rag.embed import load_embedding, preload
+    from rag.onnx_export import exported
+    from rag.onnx_model import open_model
+    from rag.onnx_model import preload as open_in_background
+
+    settings = EmbedSettings(max_length=200)  # a length no other test opens the model with
+    preload(settings)
+    model = resolve(settings)
+    onnx_file = exported(model.folder, settings.cache, model.precision)
+    assert onnx_file is not None  # `make setup` exported it
+    opened = open_model(model.folder, onnx_file, 200)
+    assert load_embedding(settings)._model is opened
+    # Not exported (another cache): nothing is exported behind the user's back.
+    preload(settings.model_copy(update={"cache": tmp_path}))
+    assert not (tmp_path / "onnx").exists()
+    # A model that fails on the thread fails where it is asked for, with its own error.
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    open_in_background(model.folder, bad)
+    with pytest.raises(Exception, match=r"(?i)protobuf|load model|invalid"):
+        open_model(model.folder, bad)
+
+
+def test_start_up_turns_garbage_collection_back_on() -> None:
+    import gc
+
+    from rag.cli import started
+
+    gc.disable()
+    try:
+        started()
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        started()  # already on: nothing changes
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+        gc.enable()
+
+
 def test_unknown_or_unfetched_models_are_named_errors(tmp_path: Path) -> None:
     from rag.embed import EmbeddingModelError
 
@@ -463,16 +503,26 @@ def test_a_question_is_answered_without_importing_torch(
     seed_readonly: Settings, tmp_path: Path
 ) -> None:
     env = {**os.environ, "RAG_HOME": str(seed_readonly.home), "RAG_LLM": "extractive"}
-    code = (
-        "import sys\n"
-        "from rag.cli import ask_main\n"
-        "code = ask_main(['Which papers use sparse autoencoders?'])\n"
-        "print('torch' in sys.modules, code)\n"
-    )
+    # The entry point as users run it (its model opens on a thread); -X importtime lists every
+    # module the process imported, on any thread.
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "rag.ask",
+            "Which papers use sparse autoencoders?",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
-    assert done.stdout.strip().splitlines()[-1] == "False 0", done.stderr[-2000:]
+    assert done.returncode == 0 and "[1]" in done.stdout, done.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "onnxruntime" in imported and "llama_index.core" in imported
+    assert not {m for m in imported if m == "torch" or m.startswith("torch.")}
 
     # The chat page, in its own process as `make run` starts it.
     port = free_port()
