@@ -974,10 +974,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         save_results(results)
     if "cold" in parts:
         results["cold"] = bench_cold(list(dict.fromkeys(["60", *sizes[-1:]])))
-        results["cold_meta"] = meta(f"--parts cold {size_arg}")
+        vs_arg = f" --vs {args.vs}" if args.vs else ""
+        results["cold_meta"] = meta(f"--parts cold {size_arg}{vs_arg}")
+        results.pop("cold_vs", None)  # a ratio from an earlier run is not this run's
         if args.vs:
             results["cold_vs"] = cold_vs(args.vs)
-            results["cold_meta"] += f" --vs {args.vs}"
         save_results(results)
     if "synthetic" in parts:
         counts = [int(n) for n in args.synthetic.split(",") if n]

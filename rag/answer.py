@@ -348,7 +348,14 @@ class Answerer:
         if on_sources:
             on_sources(answer.sources)
         answer.shape = shape_for(result)
-        if result.abstained:
+        if result.abstained and result.unstated:
+            self._abstain(
+                answer,
+                result.reason,
+                f"The indexed abstracts don't state this ({result.unstated}); it would be in "
+                "the full papers, if anywhere. The closest papers are listed below.",
+            )
+        elif result.abstained:
             self._abstain(answer, result.reason, f"{NO_COVERAGE} ({result.reason})")
         elif answer.shape is Shape.LIST:
             self._list(answer, result, on_token)
@@ -440,15 +447,6 @@ class Answerer:
             gist_first=answer.shape in (Shape.COMPARE, Shape.RECOMMEND),
             with_gist=answer.shape is Shape.EXPLAIN,
         )
-        needs = answer.full_text_detail
-        if needs and not any(needs.lower() in s.paper.abstract.lower() for s in prompt_sources):
-            self._abstain(
-                answer,
-                f"the question asks for {needs!r}, a detail abstracts do not state",
-                f"The indexed abstracts don't state this ({needs}); it would be in the "
-                "full papers. The closest papers are listed below.",
-            )
-            return
         if answer.total > len(prompt_sources):
             answer.note = (
                 f"{answer.total} indexed papers match; the answer draws on the closest "

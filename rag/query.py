@@ -26,8 +26,10 @@ from rag.text import (
     coined_tokens,
     contains,
     fold,
+    mentions_name,
     phrase,
     tokens,
+    word_list,
 )
 
 # Words that say nothing about a question's topic.
@@ -138,12 +140,11 @@ _ASKS = [
         ),
     ),
 ]
-# A detail only full papers state (hardware, hyperparameters, an appendix): abstracts don't.
+# A detail only full papers state (rag/words/full_text.txt: patterns, "#" a number).
 _FULL_TEXT = re.compile(
-    r"\b(gpus?|tpus?|hardware|compute budget|hyper-?parameters?|learning rates?|batch sizes?|"
-    r"epochs?|training time|wall-?clock|appendix|table \d+|figure \d+|fig\. ?\d+|section \d+|"
-    r"lemma \d+|theorem \d+|proof of|source code|github|random seeds?|data splits?|"
-    r"licen[cs]e|funding|acknowledg\w*|optimizer|weight decay|warm-?up steps)\b",
+    r"\b("
+    + "|".join(sorted((p.replace("#", r"\d+") for p in word_list("full_text")), key=len)[::-1])
+    + r")\b",
     re.IGNORECASE,
 )
 _WHY = re.compile(r"\s*(?:why|how come)\b", re.IGNORECASE)
@@ -349,18 +350,7 @@ class Vocabulary:
             if best[0]:
                 return best
         framing = [i for i, w in enumerate(words) if w in QUESTION_WORDS]
-        capitalised: set[str] = set()
-        opening: set[str] = set()
-        acronyms: set[str] = set()
-        for m in WORD.finditer(original):
-            w = m.group()
-            if len(w) > 1 and w.isupper():
-                acronyms.update(tokens(w))
-            elif w[:1].isupper():
-                opens = not original[: m.start()].strip() or bool(
-                    _SENTENCE_END.search(original[: m.start()])
-                )
-                (opening if opens else capitalised).update(tokens(w))
+        capitalised, opening, acronyms = _capitals(original)
         for at, w in enumerate(words):
             if w not in self.surnames or w in FILLER or (w in acronyms and w not in capitalised):
                 continue
@@ -401,7 +391,7 @@ class Vocabulary:
     def unknown_name(self, names: Iterable[str]) -> str:
         """A name no title or abstract contains (a substring test: errs towards known)."""
         text = self.text()
-        return next((n for n in names if n.lower() not in text), "")
+        return next((n for n in names if not mentions_name(text, n)), "")
 
 
 def _names_of(p: Paper) -> Iterable[tuple[str, str]]:
@@ -411,6 +401,24 @@ def _names_of(p: Paper) -> Iterable[tuple[str, str]]:
     head = p.title.split(":", 1)[0].strip()
     if ":" in p.title and len(head.split()) <= 3:
         yield fold(head), head  # "TVI-CoT: Text-Visual ..." -> "tvi-cot"
+
+
+def _capitals(original: str) -> tuple[set[str], set[str], set[str]]:
+    """The folded words written with a capital inside a sentence, those opening one, and
+    the all-capital ones."""
+    capitalised: set[str] = set()
+    opening: set[str] = set()
+    acronyms: set[str] = set()
+    for m in WORD.finditer(original):
+        w = m.group()
+        if len(w) > 1 and w.isupper():
+            acronyms.update(tokens(w))
+        elif w[:1].isupper():
+            opens = not original[: m.start()].strip() or bool(
+                _SENTENCE_END.search(original[: m.start()])
+            )
+            (opening if opens else capitalised).update(tokens(w))
+    return capitalised, opening, acronyms
 
 
 def asks_of(question: str) -> Asks:

@@ -25,7 +25,7 @@ from rag.corpus import Paper
 from rag.embed import model_identity
 from rag.index import Hit, PaperIndex, Snapshot
 from rag.query import Query, Vocabulary, parse
-from rag.text import GENERIC_WORDS, split_sentences, stems
+from rag.text import GENERIC_WORDS, mentions_name, split_sentences, stems
 from rag.topics import Topics
 
 # Paraphrases share no rare word with their paper, so BM25 counts half as much as dense
@@ -59,6 +59,7 @@ class Retrieval:
     parsed: Query | None = None  # the question as retrieval understood it
     total: int = 0  # papers that match when the question wants all of them (0: not counted)
     topics: list[str] = field(default_factory=list)  # the topics those papers mention
+    unstated: str = ""  # what it asks for that the papers it is about do not state
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -429,6 +430,15 @@ class Retriever:
             if pid in self.papers
         ]
         signals: dict[str, float] = {"named": float(len(named))}
+        if mode == "hybrid" and (unstated := self._unstated(q, named, hits)):
+            reason = f"the question asks for {unstated!r}, which " + (
+                "the abstracts of the papers it names do not state"
+                if named
+                else "none of the closest abstracts states"
+            )
+            return Retrieval(
+                query, hits, True, reason, mode, authors, tracks, signals=signals, unstated=unstated
+            )
         if mode == "hybrid" and not named and allowed is None and vector is not None:
             decision = self._abstention_check(q, vector, dense, sparse, first_ids)
             signals |= decision.signals
@@ -462,6 +472,23 @@ class Retriever:
             total=total,
             topics=phrases,
         )
+
+    def _unstated(self, q: Query, named: list[str], hits: list[Hit]) -> str:
+        """What the question asks for that the papers it is about do not state, if anything:
+        a detail only full papers give ("batch size") that none of them mentions, or, for
+        papers it names, a name that neither they nor the papers found with them contain
+        ("GenEval"). Their abstracts cannot answer it, however close they are."""
+        about = [self.papers[pid] for pid in named] or [h.paper for h in hits]
+        texts = [f"{p.title} {p.abstract}".lower() for p in about]
+        if q.full_text_detail and not any(q.full_text_detail.lower() in t for t in texts):
+            return q.full_text_detail
+        if named:
+            texts += [f"{h.paper.title} {h.paper.abstract}".lower() for h in hits]
+            words = {w for t in texts for w in stems(t)}
+            for name in q.names:
+                if not any(mentions_name(t, name, words) for t in texts):
+                    return name
+        return ""
 
     def _abstention_check(
         self,

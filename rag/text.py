@@ -78,6 +78,17 @@ def contains(haystack: list[str], needle: list[str]) -> int:
     return -1
 
 
+def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> bool:
+    """Whether lowercased `text` has `name` (a substring test: errs towards known); given the
+    text's word stems, a hyphenated compound ("LLM-rewriting") also counts when each part's
+    stem is there, since such compounds are also written apart ("an LLM rewrites")."""
+    name = name.lower()
+    if name in text:
+        return True
+    parts = [p for p in name.split("-") if p]
+    return text_stems is not None and len(parts) > 1 and all(stem(p) in text_stems for p in parts)
+
+
 _ALNUM = re.compile(r"[a-z0-9]+")
 
 

@@ -103,6 +103,22 @@ def test_question_outside_the_collection_abstains(real_retriever: Retriever) -> 
     assert r.abstained and r.hits == [] and "relevance" in r.reason
 
 
+def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever) -> None:
+    # A detail only full papers give, which the named paper's abstract does not mention.
+    r = retriever.retrieve("What batch size was TimeSAE trained with?")
+    assert r.abstained and r.unstated == "batch size" and names(r)[0] == "TimeSAE"
+    # A name neither the named paper nor the papers found with it contain.
+    r = retriever.retrieve("What score does UniAR report on the ZorbEval benchmark?")
+    assert r.abstained and r.unstated == "ZorbEval" and "UniAR" in names(r)
+    # A compound written apart in the source ("an LLM rewrites existing text") is there.
+    r = retriever.retrieve(
+        "contrast DistSeal with the post-hoc LLM-rewriting text watermarking study"
+    )
+    assert not r.abstained and not r.unstated
+    # What the abstract does state is answered.
+    assert not retriever.retrieve("How many video games does Orak cover?").abstained
+
+
 def test_bm25_is_persisted_in_step_with_chroma(fake_seed_copy: Settings, tmp_path) -> None:
     index = PaperIndex(fake_seed_copy)
     state = json.loads((index.bm25_dir / "state.json").read_text())
