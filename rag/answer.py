@@ -188,7 +188,6 @@ class Answer:
     asks: Asks = Asks.TOPIC  # what the question asks for (rag.query)
     shape: Shape = Shape.EXPLAIN
     total: int = 0  # papers that match a question asking for all of them
-    full_text_detail: str = ""  # a detail the question asks for that only full papers state
     items: list[Item] = field(default_factory=list)  # a list answer's papers, as shown
     more: int = 0  # matching papers beyond `items` (all of them are among the sources)
     verdict: str = ""  # yes | no | open, for a yes/no question the answer settles or not
@@ -337,7 +336,6 @@ class Answerer:
         answer = Answer(question=question, mode=result.mode, signals=dict(result.signals))
         if result.parsed is not None:
             answer.asks = result.parsed.asks
-            answer.full_text_detail = result.parsed.full_text_detail
             answer.named = result.parsed.named
         answer.total = result.total
         answer.timings["retrieve_ms"] = round((time.perf_counter() - started) * 1000, 1)

@@ -36,3 +36,11 @@ def test_parts_are_joined_once_and_a_changed_copy_is_joined_again(tmp_path: Path
 def test_an_unknown_model_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelUnavailable, match="unknown bundled model"):
         ensure_model("gpt-5", tmp_path)
+
+
+def test_llama_cpp_is_built_without_amx_kernels() -> None:
+    # `make setup` builds it so (see the Makefile): with them the first decode segfaults on a
+    # CPU that has AMX. A build from elsewhere (pip's own cache, an older venv) fails here.
+    import llama_cpp
+
+    assert "AMX" not in llama_cpp.llama_print_system_info().decode()
