@@ -2,7 +2,7 @@
 
 `RAG_EMBED_MODEL` is a name from `MODELS` (`minilm`, the default; `embeddinggemma`, opt-in),
 a local sentence-transformers folder, or an embedder registered with `register_embedder` (the
-tests' hashing embedder). Folders run on ONNX Runtime (`rag.onnx_embed`), exported once from
+tests' hashing embedder). Folders run on ONNX Runtime (`rag.onnx_model`), exported once from
 their own weights; `RAG_EMBED_RUNTIME=torch` runs them with sentence-transformers instead.
 Ingest and questions use the same object, so stored passages and questions always share a
 runtime.
