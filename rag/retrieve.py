@@ -361,6 +361,9 @@ class Retriever:
         if not q.topical:
             return Retrieval(q.text, self._listing(within), False, "", "filtered", authors, tracks)
         found = self._topical(q, len(within), within, "hybrid", authors, tracks)
+        if found.unstated:  # none of the earlier papers can say
+            found.mode = "filtered"
+            return found
         # Every earlier paper ranks somewhere; only those whose text has the follow-up's
         # topical words (or that it names) answer "which of those ...".
         # Words of three letters or fewer ("use", "new", "gan") match too much by stem.

@@ -116,7 +116,12 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     )
     assert not r.abstained and not r.unstated
     # What the abstract does state is answered.
-    assert not retriever.retrieve("How many video games does Orak cover?").abstained
+    orak = retriever.retrieve("How many video games does Orak cover?")
+    assert not orak.abstained
+    # A follow-up about earlier papers asks them alone.
+    within = {h.paper.id for h in orak.hits}
+    r = retriever.retrieve("Which of those report their GPUs?", within=within)
+    assert r.abstained and r.unstated == "GPUs" and r.mode == "filtered"
 
 
 def test_bm25_is_persisted_in_step_with_chroma(fake_seed_copy: Settings, tmp_path) -> None:
