@@ -24,7 +24,7 @@ from rag import abstain
 from rag.corpus import Paper
 from rag.embed import model_identity
 from rag.index import Hit, PaperIndex, Snapshot
-from rag.query import Query, Vocabulary, parse
+from rag.query import Asks, Query, Vocabulary, parse
 from rag.text import GENERIC_WORDS, mentions_name, split_sentences, stems
 from rag.topics import Topics
 
@@ -483,8 +483,12 @@ class Retriever:
         ("GenEval"). Their abstracts cannot answer it, however close they are."""
         about = [self.papers[pid] for pid in named] or [h.paper for h in hits]
         texts = [f"{p.title} {p.abstract}".lower() for p in about]
-        if q.full_text_detail and not any(q.full_text_detail.lower() in t for t in texts):
-            return q.full_text_detail
+        # Asked of papers, not a question for papers ("which papers release source code?"),
+        # whose detail words are its topic.
+        asked = q.asks not in (Asks.PAPERS, Asks.RECOMMEND)
+        detail = q.full_text_detail
+        if asked and detail and not any(detail.lower() in t for t in texts):
+            return detail
         if named:
             texts += [f"{h.paper.title} {h.paper.abstract}".lower() for h in hits]
             words = {w for t in texts for w in stems(t)}
