@@ -336,7 +336,7 @@ class Vocabulary:
         question marks it as one (capitalised inside a sentence; right after "by") or when
         the papers' own text (almost) never uses it and it stands next to the words that
         frame a question about papers, or opens the question ("Bouniot's papers?"). An
-        acronym is not a surname ("AI agents").
+        acronym is not a surname ("AI agents"), nor is a single letter on its own.
         """
         best: tuple[list[str], list[str]] = ([], [])
         for size in (4, 3, 2):
@@ -353,6 +353,8 @@ class Vocabulary:
         capitalised, opening, acronyms = _capitals(original)
         for at, w in enumerate(words):
             if w not in self.surnames or w in FILLER or (w in acronyms and w not in capitalised):
+                continue
+            if len(w) == 1:  # "E(3)-equivariant" is no paper by Weinan E
                 continue
             after_by = at > 0 and words[at - 1] == "by"
             framed = any(abs(at - i) <= NAME_REACH for i in framing) or w in opening

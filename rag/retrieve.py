@@ -25,7 +25,7 @@ from rag.corpus import Paper
 from rag.embed import model_identity
 from rag.index import Hit, PaperIndex, Snapshot
 from rag.query import Asks, Query, Vocabulary, parse
-from rag.text import GENERIC_WORDS, mentions_name, split_sentences, stems
+from rag.text import GENERIC_WORDS, mentions_name, split_sentences, stems, tokens
 from rag.topics import Topics
 
 # Paraphrases share no rare word with their paper, so BM25 counts half as much as dense
@@ -433,6 +433,18 @@ class Retriever:
             if pid in self.papers
         ]
         signals: dict[str, float] = {"named": float(len(named))}
+        if (
+            allowed is not None
+            and (authors or tracks)
+            and not named
+            and vector is not None
+            and mode == "hybrid"
+            and self.index.settings.search.topic_check
+            and (lacking := self._lacking_in(q, vector, allowed))
+        ):
+            whose = f"{', '.join(authors)}'s papers" if authors else "the track's papers"
+            reason = f"the question is about {lacking!r}; none of {whose} mention it"
+            return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
         if mode == "hybrid" and (unstated := self._unstated(q, named, hits)):
             reason = f"the question asks for {unstated!r}, which " + (
                 "the abstracts of the papers it names do not state"
@@ -475,6 +487,18 @@ class Retriever:
             total=total,
             topics=phrases,
         )
+
+    def _lacking_in(self, q: Query, vector: list[float], allowed: set[str]) -> str | None:
+        """A topic the question names that none of the papers its author or track picks out
+        mentions ("Lindauer's protein folding paper"): the topical check, on those papers."""
+        texts = [f"{self.papers[p].title} {self.papers[p].abstract}" for p in allowed]
+        topics = abstain.topics_at(self.topics, self.abstention.near_topic)
+        # Its words other than the author's name or the track's ("Theory" in "Deep Learning ·
+        # Theory" names the track, not a topic its papers lack); they ask for the author's or
+        # the track's papers on a topic, so a topic they spell out is required.
+        own = {w for t in q.tracks for w in tokens(t)}
+        words = " ".join(w for w in q.topical if w not in own)
+        return topics.unmentioned(words, vector, texts, spelled=True)
 
     def _unstated(self, q: Query, named: list[str], hits: list[Hit]) -> str:
         """What the question asks for that the papers it is about do not state, if anything:

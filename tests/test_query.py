@@ -75,6 +75,10 @@ def test_authors_by_full_name_surname_and_the_collections_own_frequencies(
     assert with_topic.authors and set(with_topic.topical) == {"time", "series"}
     assert parse("papers by Jane Nobody", vocab).unknown_author == "Jane Nobody"
     assert parse("papers by ana muller", vocab).authors == ("ana muller",)  # accents folded
+    # A one-letter surname is a name only with the rest of it.
+    with_e = Vocabulary.build([*PAPERS, Paper("p4", "Flows.", authors=("Weinan E",))])
+    assert parse("How is an E(3)-equivariant flow steered?", with_e).authors == ()
+    assert parse("papers by Weinan E", with_e).authors == ("weinan e",)
 
 
 def test_tracks_need_a_cue_unless_nothing_else_is_asked(vocab: Vocabulary) -> None:

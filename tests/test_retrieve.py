@@ -126,6 +126,15 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     assert r.abstained and r.unstated == "GPUs" and r.mode == "filtered"
 
 
+def test_an_authors_papers_must_mention_the_topic_asked_of_them(
+    real_retriever: Retriever,
+) -> None:
+    r = real_retriever.retrieve("What has Zeynep Akata published on reinforcement learning?")
+    assert r.abstained and "reinforcement learning" in r.reason and "Akata" in r.reason
+    r = real_retriever.retrieve("Which of Zeynep Akata's papers use sparse autoencoders?")
+    assert not r.abstained and "TimeSAE" in names(r)
+
+
 def test_bm25_is_persisted_in_step_with_chroma(fake_seed_copy: Settings, tmp_path) -> None:
     index = PaperIndex(fake_seed_copy)
     state = json.loads((index.bm25_dir / "state.json").read_text())
