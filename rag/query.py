@@ -354,7 +354,7 @@ class Vocabulary:
         for at, w in enumerate(words):
             if w not in self.surnames or w in FILLER or (w in acronyms and w not in capitalised):
                 continue
-            if len(w) == 1:  # "E(3)-equivariant" is no paper by Weinan E
+            if len(w) == 1:  # "an SE(3) model" is no paper by an author surnamed E
                 continue
             after_by = at > 0 and words[at - 1] == "by"
             framed = any(abs(at - i) <= NAME_REACH for i in framing) or w in opening

@@ -490,7 +490,7 @@ class Retriever:
 
     def _lacking_in(self, q: Query, vector: list[float], allowed: set[str]) -> str | None:
         """A topic the question names that none of the papers its author or track picks out
-        mentions ("Lindauer's protein folding paper"): the topical check, on those papers."""
+        mentions ("Smith's papers on quantum chemistry"): the topical check, on those papers."""
         texts = [f"{self.papers[p].title} {self.papers[p].abstract}" for p in allowed]
         topics = abstain.topics_at(self.topics, self.abstention.near_topic)
         # Its words other than the author's name or the track's ("Theory" in "Deep Learning ·
@@ -504,7 +504,8 @@ class Retriever:
         """What the question asks for that the papers it is about do not state, if anything:
         a detail only full papers give ("batch size") that none of them mentions, or, for
         papers it names, a name that neither they nor the papers found with them contain
-        ("GenEval"). Their abstracts cannot answer it, however close they are."""
+        (a benchmark no abstract there names). Their abstracts cannot answer it, however
+        close they are."""
         about = [self.papers[pid] for pid in named] or [h.paper for h in hits]
         texts = [f"{p.title} {p.abstract}".lower() for p in about]
         # Asked of papers, not a question for papers ("which papers release source code?"),

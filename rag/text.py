@@ -80,8 +80,8 @@ def contains(haystack: list[str], needle: list[str]) -> int:
 
 def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> bool:
     """Whether lowercased `text` has `name` (a substring test: errs towards known); given the
-    text's word stems, a hyphenated compound ("LLM-rewriting") also counts when each part's
-    stem is there, since such compounds are also written apart ("an LLM rewrites")."""
+    text's word stems, a hyphenated compound ("GPU-accelerated") also counts when each part's
+    stem is there, since such compounds are also written apart ("accelerated on a GPU")."""
     name = name.lower()
     if name in text:
         return True

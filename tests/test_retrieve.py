@@ -112,7 +112,7 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     assert r.abstained and r.unstated == "ZorbEval" and "UniAR" in names(r)
     # A compound written apart in the source ("an LLM rewrites existing text") is there.
     r = retriever.retrieve(
-        "contrast DistSeal with the post-hoc LLM-rewriting text watermarking study"
+        "How does DistSeal compare with watermarking by LLM-rewriting of existing text?"
     )
     assert not r.abstained and not r.unstated
     # What the abstract does state is answered.
@@ -129,8 +129,8 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
 def test_an_authors_papers_must_mention_the_topic_asked_of_them(
     real_retriever: Retriever,
 ) -> None:
-    r = real_retriever.retrieve("What has Zeynep Akata published on reinforcement learning?")
-    assert r.abstained and "reinforcement learning" in r.reason and "Akata" in r.reason
+    r = real_retriever.retrieve("Did Zeynep Akata write anything on graph neural networks?")
+    assert r.abstained and "graph neural network" in r.reason and "Akata" in r.reason
     r = real_retriever.retrieve("Which of Zeynep Akata's papers use sparse autoencoders?")
     assert not r.abstained and "TimeSAE" in names(r)
 
