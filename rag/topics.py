@@ -18,6 +18,7 @@ import hashlib
 import logging
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.text import alternatives, plain_words
+from rag.text import QUESTION_WORDS, STOPWORDS, alternatives, fold, plain_words
 from rag.text import stems as _stems
 
 log = logging.getLogger(__name__)
@@ -178,10 +179,11 @@ class Topics:
         # A question with an "or" asks for either side: each side must name a topic the
         # papers lack before the question as a whole does. A side that names no known topic
         # is no alternative.
-        sides = [set(_stems(side)) for side in alternatives(question)]
-        asked = set().union(*sides)
-        if len(sides) > 1:
-            named = [s for s in sides if any(n and set(n) <= s for n in self._needed)]
+        raw = [set(_stems(side)) for side in alternatives(question)]
+        asked = set().union(*raw)
+        sides = raw
+        if len(raw) > 1:
+            named = [s for s in raw if any(n and set(n) <= s for n in self._needed)]
             sides = named if len(named) > 1 else [asked]
         # Each text's words in order, generic ones left out: "diffusion language models"
         # mentions "diffusion-based large language models".
@@ -196,13 +198,29 @@ class Topics:
             and set(self._needed[i]) <= asked
             and not _together(self._needed[i], words)
         ]
-        lacked_sides = set()
+        lacked_sides: set[int] = set()
+        first = None
+        shared = _distributed(question)
         for needed, phrase in lacking:
-            on = {n for n, side in enumerate(sides) if needed <= side}
-            if not on:
-                return phrase  # named across an "or": the question as a whole lacks it
-            lacked_sides |= on
-        return lacking[0][1] if lacking and len(lacked_sides) == len(sides) else None
+            if not any(needed <= side for side in raw):
+                if any(needed <= side for side in shared):
+                    return phrase  # "audio or video watermarking" names audio watermarking
+                continue  # its words come from two alternatives: neither names it
+            lacked_sides |= {n for n, side in enumerate(sides) if needed <= side}
+            first = first or phrase
+        return first if first and len(lacked_sides) == len(sides) else None
+
+
+def _distributed(question: str) -> list[set[str]]:
+    """The stems of each alternative with an "or" between single words read as sharing the
+    rest of the phrase: "audio or video watermarking" says "audio watermarking". After "the
+    KV cache or with ..." a new phrase starts, and nothing is shared."""
+    filler = STOPWORDS | QUESTION_WORDS
+    text = _OR_WORD.sub(lambda m: " " if fold(m.group(1)) not in filler else m.group(0), question)
+    return [set(_stems(side)) for side in alternatives(text)]
+
+
+_OR_WORD = re.compile(r"\bor\s+([\w-]+)", re.IGNORECASE)
 
 
 def _together(needed: tuple[str, ...], texts: list[list[str]]) -> bool:

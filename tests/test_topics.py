@@ -46,6 +46,20 @@ def test_either_side_of_an_or_may_answer() -> None:
     assert topics.unmentioned("concept erasure, or not?", q, [unlearning]) == "concept erasure"
 
 
+def test_an_or_shares_a_phrase_only_between_single_words() -> None:
+    topics, q = topics_near("image watermark")
+    papers = [
+        "We generate synthetic images with a diffusion model.",
+        "Post-hoc watermarking of text: an LLM rewrites it with a statistical signal.",
+    ]
+    # "image or text watermarking" asks for image watermarking, which neither paper does.
+    either = "Which papers study image or text watermarking?"
+    assert topics.unmentioned(either, q, papers) == "image watermark"
+    # Between two phrases, the words of one topic taken from both name nothing.
+    apart = "Which papers generate a synthetic image or with watermarking of text?"
+    assert topics.unmentioned(apart, q, papers) is None
+
+
 def test_topic_words_must_stand_together_in_a_paper() -> None:
     topics, q = topics_near("neural architecture search")
     scattered = "A neural model whose architecture we tune by random search over widths."
