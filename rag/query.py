@@ -148,6 +148,8 @@ _FULL_TEXT = re.compile(
     re.IGNORECASE,
 )
 _WHY = re.compile(r"\s*(?:why|how come)\b", re.IGNORECASE)
+# "How many times larger" asks for a ratio, not a count.
+_HOW_MANY = re.compile(r"\bhow\s+many\s+(?!times\b)(.*)", re.IGNORECASE)
 # Follow-ups: "which of those ...", "and how fast is it?".
 _OF_THOSE = re.compile(
     r"\b(?:(?:which|what|how many|any)\s+(?:ones?\s+)?of\s+(?:those|these|them|the above)|"
@@ -185,6 +187,7 @@ class Query:
     unknown_name: str = ""  # one of `names` that no title or abstract contains
     sides: tuple[str, ...] = ()  # the alternatives of an "A or B" question
     full_text_detail: str = ""  # a detail only full papers state ("batch size")
+    counted: tuple[str, ...] = ()  # what a "how many" question counts ("video games")
     within: frozenset[str] | None = None  # a follow-up: only these papers
 
     @property
@@ -423,6 +426,18 @@ def _capitals(original: str) -> tuple[set[str], set[str], set[str]]:
     return capitalised, opening, acronyms
 
 
+def counted(question: str) -> tuple[str, ...]:
+    """What a "how many" question counts: the words after "how many" up to the first filler
+    word, at most three ("how many video games does ..." -> video games)."""
+    m = _HOW_MANY.search(question)
+    out: list[str] = []
+    for w in tokens(m.group(1)) if m else []:
+        if w in FILLER or len(out) == 3:
+            break
+        out.append(w)
+    return tuple(out)
+
+
 def asks_of(question: str) -> Asks:
     for kind, pattern in _ASKS:
         if pattern.search(question):
@@ -460,6 +475,7 @@ def parse(
         # A "why" question asks for an explanation, which abstracts give; a detail it names
         # is its subject, not what it asks for.
         full_text_detail="" if _WHY.match(question) or not detail else detail.group(0),
+        counted=counted(question),
         within=frozenset(within) if within is not None else None,
     )
     if author or track:

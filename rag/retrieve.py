@@ -25,7 +25,14 @@ from rag.corpus import Paper
 from rag.embed import model_identity
 from rag.index import Hit, PaperIndex, Snapshot
 from rag.query import Asks, Query, Vocabulary, parse
-from rag.text import GENERIC_WORDS, mentions_name, split_sentences, stems, tokens
+from rag.text import (
+    GENERIC_WORDS,
+    mentions_name,
+    split_sentences,
+    states_count,
+    stems,
+    tokens,
+)
 from rag.topics import Topics
 
 # Paraphrases share no rare word with their paper, so BM25 counts half as much as dense
@@ -514,6 +521,9 @@ class Retriever:
         detail = q.full_text_detail
         if asked and detail and not any(detail.lower() in t for t in texts):
             return detail
+        # A count the abstracts of those papers do not give ("12 video games").
+        if asked and q.counted and not any(states_count(t, q.counted) for t in texts):
+            return f"the number of {' '.join(q.counted)}"
         if named:
             texts += [f"{h.paper.title} {h.paper.abstract}".lower() for h in hits]
             words = {w for t in texts for w in stems(t)}

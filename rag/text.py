@@ -5,7 +5,8 @@ The word lists are data files in `rag/words/` (one word a line, `#` comments):
 - `generic.txt`: words nearly every abstract uses whatever its topic;
 - `question.txt`: words that frame a question about the collection ("which papers", "by",
   "track", "published") rather than say what it is about;
-- `contribution.txt`: verbs with which an abstract states what its own work does.
+- `contribution.txt`: verbs with which an abstract states what its own work does;
+- `numbers.txt`: numbers written as words.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ STOPWORDS = word_list("stopwords")
 GENERIC_WORDS = word_list("generic")
 QUESTION_WORDS = word_list("question")
 CONTRIBUTION_VERBS = word_list("contribution")
+NUMBER_WORDS = word_list("numbers")
 
 
 def fold(text: str) -> str:
@@ -114,6 +116,25 @@ def _snowball() -> Stemmer.Stemmer:
 
 def stems(text: str, drop: frozenset[str] = STOPWORDS) -> list[str]:
     return [stem(w) for w in plain_words(text, drop)]
+
+
+# A count as abstracts write it: "12", "1,024", "7b" (of "7B-parameter"), "1.3t", "100k".
+_COUNT = re.compile(r"\d[\d,.]*[kmbt]?")
+# A count stands before what it counts, past at most two modifiers ("12 large video games").
+COUNT_REACH = 3
+
+
+def states_count(text: str, counted: tuple[str, ...]) -> bool:
+    """Whether `text` gives a number of what the words `counted` name ("how many video
+    games" -> "12 video games", "twelve games"; compared by stem)."""
+    want = {stem(w) for w in counted}
+    parts = [p for t in tokens(text) for p in t.split("-") if p]
+    for i, part in enumerate(parts):
+        if stem(part) in want and any(
+            p in NUMBER_WORDS or _COUNT.fullmatch(p) for p in parts[max(0, i - COUNT_REACH) : i]
+        ):
+            return True
+    return False
 
 
 # A sentence ends at . ! or ? before a capital, digit, quote or bracket: abstracts'

@@ -107,6 +107,12 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
     assert parse("Why does the batch size matter?", vocab).full_text_detail == ""
 
 
+def test_what_a_how_many_question_counts(vocab: Vocabulary) -> None:
+    assert parse("How many rollout workers did it use?", vocab).counted == ("rollout", "workers")
+    assert parse("How many times faster is it?", vocab).counted == ()
+    assert parse("how many of the runs failed?", vocab).counted == ()
+
+
 def test_follow_ups() -> None:
     f = follow_up("and which of those use diffusion?")
     assert f.of_those and f.rest == "use diffusion"

@@ -118,6 +118,9 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # What the abstract does state is answered.
     orak = retriever.retrieve("How many video games does Orak cover?")
     assert not orak.abstained
+    # A count the named paper's abstract does not give.
+    r = retriever.retrieve("How many attention heads does TimeSAE use?")
+    assert r.abstained and r.unstated == "the number of attention heads"
     # A question for papers: its detail words are its topic, not a fact asked of them.
     assert not retriever.retrieve("Which papers release their source code?").unstated
     # A follow-up about earlier papers asks them alone.

@@ -10,6 +10,7 @@ from rag.text import (
     fold,
     looks_coined,
     split_sentences,
+    states_count,
     stem,
     stems,
     tokens,
@@ -103,3 +104,11 @@ def test_a_paper_without_authors_or_title_is_named_by_what_it_does() -> None:
         and "(Apoptosis)" in paper.display_name
     )
     assert "anonymous" not in paper.display_name.lower()
+
+
+def test_a_count_stands_before_what_it_counts() -> None:
+    assert states_count("We collect 3,200 expert annotations.", ("annotations",))
+    assert states_count("a 13B-parameter model", ("parameters",))
+    assert states_count("across twelve large board games", ("games",))
+    assert not states_count("games of 2024 are harder", ("games",))
+    assert not states_count("We annotate many games.", ("games",))
