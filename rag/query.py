@@ -78,7 +78,7 @@ _ASKS = [
     (
         Asks.RECOMMEND,
         re.compile(
-            r"\b(?:should|could|would|must)\s+i\s+(?:read|start|look|cite)|\brecommend|"
+            r"\b(?:should|could|would|must)\s+i\s+(?:read|start|look|cite)|\brecommend(?!er)|"
             r"\bwhere\s+(?:do|should)\s+i\s+start|\bi\s+(?:work|am working)\s+on\b|"
             r"\bworth\s+reading|\bmust-?reads?\b|\banything\s+(?:relevant|useful|for\s+me)\b|"
             r"\brelevant\s+(?:to|for)\s+me\b",

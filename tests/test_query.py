@@ -51,6 +51,7 @@ def vocab() -> Vocabulary:
         ("Why does TimeSAE use sparsity?", Asks.EXPLAIN),
         ("I study machine unlearning; which papers are worth reading?", Asks.RECOMMEND),
         ("sparse autoencoders for time series", Asks.TOPIC),
+        ("recommender systems with graph models", Asks.TOPIC),
     ],
 )
 def test_what_a_question_asks_for(vocab: Vocabulary, question: str, asks: Asks) -> None:
