@@ -48,6 +48,8 @@ _TRACK_CUES = frozenset(
     {"track", "tracks", "area", "areas", "subarea", "subareas", "category", "filed", "submitted"}
 )
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
+# Between the names a subarea lists: "Accountability, Transparency, and Interpretability".
+_LISTED = re.compile(r",\s*(?:and\s+)?")
 _CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
 _SUBJECT = re.compile(
     r"\b(?i:what|how)\s+(?i:is|are|does|do|did|was)\s+(?i:the\s+|an?\s+)?([A-Z][\w\-]*[\w])"
@@ -236,6 +238,8 @@ class Vocabulary:
     surnames: dict[str, set[str]] = field(default_factory=dict)  # last token -> full names
     author_tokens: dict[str, set[str]] = field(default_factory=dict)  # any token -> names
     track_parts: list[tuple[str, list[list[str]]]] = field(default_factory=list)
+    # A subarea that lists several names ("Sequential Models, Time series"): each of them.
+    track_pieces: list[tuple[str, list[list[str]]]] = field(default_factory=list)
     tracks: dict[str, list[str]] = field(default_factory=dict)  # track -> paper ids
     names: dict[str, list[str]] = field(default_factory=dict)  # coined name / title head
     # "guidance" -> {"Guidance"} (of "Guidance: ..."), "model" -> {"MODEL"} (coined)
@@ -275,6 +279,9 @@ class Vocabulary:
                 area, _, sub = track.partition(" · ")
                 parts = [t for t in (tokens(track), tokens(area), tokens(sub)) if t]
                 v.track_parts.append((track, parts))
+                pieces = [tokens(piece) for piece in _LISTED.split(sub)]
+                if len([p for p in pieces if p]) > 1:
+                    v.track_pieces.append((track, [p for p in pieces if p]))
         return v
 
     # ------------------------------------------------------------------ the collection's text
@@ -372,6 +379,18 @@ class Vocabulary:
                 if len(part) > len(best) and contains(words, part) >= 0:
                     best = part
         return (self.match_tracks(" ".join(best)), best) if best else ([], [])
+
+    def find_track_pieces(self, words: list[str]) -> tuple[list[str], list[str]]:
+        """Tracks one of whose subarea's listed names the question uses ("the time series
+        track" for "Sequential Models, Time series"), and the words it used."""
+        best: list[str] = []
+        found: list[str] = []
+        for track, pieces in self.track_pieces:
+            for piece in pieces:
+                if len(piece) >= len(best) and contains(words, piece) >= 0:
+                    found = [track] if len(piece) > len(best) else [*found, track]
+                    best = piece
+        return sorted(set(found)), best
 
     def named_papers(self, question: str) -> list[str]:
         """Papers whose coined name or short title head the question uses."""
@@ -492,6 +511,9 @@ def parse(
     named = vocab.named_papers(question)
     authors, used = vocab.find_authors(words, question)
     track_hit, track_used = vocab.find_tracks(words)
+    if not track_hit and any(w in _TRACK_CUES for w in words):
+        # One of the names a subarea lists is a track's name only where a track is meant.
+        track_hit, track_used = vocab.find_track_pieces(words)
     if authors and len(track_used) > len(used):
         authors = []  # "Deep Learning · Theory" is a track, not papers by Mr Deep
     tracks = []

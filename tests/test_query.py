@@ -92,6 +92,15 @@ def test_tracks_need_a_cue_unless_nothing_else_is_asked(vocab: Vocabulary) -> No
     assert topical.tracks == () and "theory" in topical.topical
 
 
+def test_each_name_a_subarea_lists_names_its_track_where_a_track_is_meant() -> None:
+    listed = "Social Aspects · Privacy, Robustness, and Fairness"
+    vocab = Vocabulary.build([*PAPERS, Paper("p4", "Private training.", track=listed)])
+    assert parse("the fairness track", vocab).tracks == (listed,)
+    assert parse("papers filed under robustness", vocab).tracks == (listed,)
+    # Without a cue the word is the question's topic.
+    assert parse("robustness of sparse autoencoders", vocab).tracks == ()
+
+
 def test_explicit_filters_are_not_searched_for_in_the_wording(vocab: Vocabulary) -> None:
     q = parse("time series", vocab, author="Bouniot", track="nowhere")
     assert q.explicit and q.authors == ("quentin bouniot",) and q.unknown_track == "nowhere"
