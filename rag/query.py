@@ -48,6 +48,8 @@ _TRACK_CUES = frozenset(
     {"track", "tracks", "area", "areas", "subarea", "subareas", "category", "filed", "submitted"}
 )
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
+# A phrase the question puts in quotes ("what do they mean by 'routing collapse'?").
+_QUOTED = re.compile(r"(?<!\w)['‘\"“]([^'‘’\"“”]{3,80})['’\"”](?!\w)")
 # Between the names a subarea lists: "Accountability, Transparency, and Interpretability".
 _LISTED = re.compile(r",\s*(?:and\s+)?")
 _CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
@@ -395,6 +397,11 @@ class Vocabulary:
     def named_papers(self, question: str) -> list[str]:
         """Papers whose coined name or short title head the question uses."""
         found: list[str] = []
+        for quoted in _QUOTED.finditer(question):
+            said = quoted.group(1).strip().lower()
+            ids = [p.id for p in self.papers.values() if said in f"{p.title} {p.abstract}".lower()]
+            if len(ids) <= MAX_NAME_SHARERS:
+                found += [pid for pid in ids if pid not in found]
         subject = _SUBJECT.search(question)
         for raw in re.findall(r"[\w][\w\-]*[\w]|\w", question):
             key = fold(raw)
@@ -479,7 +486,9 @@ def parse(
     words = tokens(question)
     asks = asks_of(question)
     detail = _FULL_TEXT.search(question)
-    names = tuple(coined_tokens(question))
+    # A phrase in quotes is a name too: the papers that use it are what the question is about.
+    quoted = [m.group(1).strip() for m in _QUOTED.finditer(question)]
+    names = tuple(dict.fromkeys([*coined_tokens(question), *quoted]))
     topical = [w for w in words if w not in FILLER]
     q = Query(
         text=question,

@@ -112,6 +112,14 @@ def test_names_papers_and_unknown_names(vocab: Vocabulary) -> None:
     assert parse("Does any paper use AlphaFold?", vocab).unknown_name == "AlphaFold"
 
 
+def test_a_quoted_phrase_names_the_papers_that_use_it(vocab: Vocabulary) -> None:
+    q = parse("What is meant by 'good reasons' there?", vocab)
+    assert q.named == ("p2",) and q.unknown_name == ""
+    assert parse('Who coined "silent drift"?', vocab).unknown_name == "silent drift"
+    # An apostrophe is no quote.
+    assert parse("What is Bouniot's 'sparse' view?", vocab).names == ("sparse",)
+
+
 def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
     assert parse("What batch size did TimeSAE use?", vocab).full_text_detail == "batch size"
     assert parse("Why does the batch size matter?", vocab).full_text_detail == ""
