@@ -26,6 +26,7 @@ from rag.embed import model_identity
 from rag.index import Hit, PaperIndex, Snapshot
 from rag.query import Asks, Query, Vocabulary, parse
 from rag.text import (
+    CONTRIBUTION_VERBS,
     GENERIC_WORDS,
     mentions_name,
     split_sentences,
@@ -374,7 +375,7 @@ class Retriever:
         # Every earlier paper ranks somewhere; only those whose text has the follow-up's
         # topical words (or that it names) answer "which of those ...".
         # Words of three letters or fewer ("use", "new", "gan") match too much by stem.
-        terms = [w for w in q.topical if w not in GENERIC_WORDS and len(w) > 3]
+        terms = [w for w in q.topical if w not in _NOT_TOPICAL and len(w) > 3]
         found.hits = [
             h for h in found.hits if "name" in h.matched or (terms and _mentions(h.paper, terms))
         ][:k]
@@ -504,8 +505,20 @@ class Retriever:
         # Theory" names the track, not a topic its papers lack); they ask for the author's or
         # the track's papers on a topic, so a topic they spell out is required.
         own = {w for t in q.tracks for w in tokens(t)}
-        words = " ".join(w for w in q.topical if w not in own)
-        return topics.unmentioned(words, vector, texts, spelled=True)
+        words = [w for w in q.topical if w not in own]
+        if topic := topics.unmentioned(" ".join(words), vector, texts, spelled=True):
+            return topic
+        # A topic the background list lacks: none of its words (as a follow-up reads them)
+        # nor a name it uses is in any of those papers.
+        lowered = [t.lower() for t in texts]
+        said = {w for t in lowered for w in stems(t)}
+        for name in q.names:
+            if not any(mentions_name(t, name, said) for t in lowered):
+                return name
+        terms = [w for w in words if w not in _NOT_TOPICAL and len(w) > 3]
+        if terms and not any(_mentions(self.papers[p], terms) for p in allowed):
+            return " ".join(terms)
+        return None
 
     def _unstated(self, q: Query, named: list[str], hits: list[Hit]) -> str:
         """What the question asks for that the papers it is about do not state, if anything:
@@ -710,6 +723,10 @@ def _fuse(dense: list[Ranked], sparse: list[Ranked], bm25_weight: float) -> dict
         for rank, (pid, _score, _text) in enumerate(ranked):
             fused[pid] = fused.get(pid, 0.0) + weight / (RRF_K + rank)
     return fused
+
+
+# Words any abstract may use whatever its topic ("propose", "introduce", "method").
+_NOT_TOPICAL = GENERIC_WORDS | CONTRIBUTION_VERBS
 
 
 def _mentions(paper: Paper, terms: list[str]) -> bool:

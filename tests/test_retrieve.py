@@ -136,6 +136,12 @@ def test_an_authors_papers_must_mention_the_topic_asked_of_them(
     assert r.abstained and "graph neural network" in r.reason and "Akata" in r.reason
     r = real_retriever.retrieve("Which of Zeynep Akata's papers use sparse autoencoders?")
     assert not r.abstained and "TimeSAE" in names(r)
+    # A topic the background list lacks, none of whose words her papers use.
+    r = real_retriever.retrieve("What did Zeynep Akata propose for crop irrigation?")
+    assert r.abstained and "crop irrigation" in r.reason
+    # A name none of her papers contains.
+    r = real_retriever.retrieve("Which of Zeynep Akata's papers train ZorbNet?")
+    assert r.abstained and "ZorbNet" in r.reason
 
 
 def test_bm25_is_persisted_in_step_with_chroma(fake_seed_copy: Settings, tmp_path) -> None:
