@@ -58,7 +58,12 @@ class Topics:
             share.update(set(_stems(phrase)))
         generic = {w for w, n in share.items() if n >= GENERIC_SHARE * len(phrases)}
         self._generic = generic
-        self._needed = [tuple(w for w in _stems(p) if w not in generic) for p in phrases]
+        # A topic with a word too short for the word tests ("3D", "KV", "AI") is not read: its
+        # other words would stand for it alone ("ai for research" as "research").
+        self._needed = [
+            () if _unreadable(p) else tuple(w for w in _stems(p) if w not in generic)
+            for p in phrases
+        ]
         self._spellings = [_words(p) for p in phrases]
 
     @classmethod
@@ -209,6 +214,10 @@ class Topics:
             lacked_sides |= {n for n, side in enumerate(sides) if needed <= side}
             first = first or phrase
         return first if first and len(lacked_sides) == len(sides) else None
+
+
+def _unreadable(phrase: str) -> bool:
+    return any(len(w) <= 2 and w not in STOPWORDS for w in re.findall(r"[a-z0-9]+", fold(phrase)))
 
 
 def _distributed(question: str) -> list[set[str]]:

@@ -60,6 +60,13 @@ def test_an_or_shares_a_phrase_only_between_single_words() -> None:
     assert topics.unmentioned(apart, q, papers) is None
 
 
+def test_a_topic_with_a_word_too_short_to_test_is_not_read() -> None:
+    # "ai for research" would be read as "research" alone, which the question uses in passing.
+    topics, q = topics_near("ai for research")
+    question = "My research is on graph colouring; what should I read?"
+    assert topics.unmentioned(question, q, ["Colouring graphs with few colours."]) is None
+
+
 def test_topic_words_must_stand_together_in_a_paper() -> None:
     topics, q = topics_near("neural architecture search")
     scattered = "A neural model whose architecture we tune by random search over widths."
