@@ -496,7 +496,9 @@ def parse(
         topical=tuple(topical),
         asks=asks,
         wants_all=asks is Asks.PAPERS,
-        spells_topics=bool(re.search(r"\bpapers?\b", question, re.I)),
+        # A request for reading advice describes a field; it does not require each word of it.
+        spells_topics=asks is not Asks.RECOMMEND
+        and bool(re.search(r"\bpapers?\b", question, re.I)),
         names=names,
         unknown_name=vocab.unknown_name(names) if names else "",
         sides=tuple(alternatives(question)),

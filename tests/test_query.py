@@ -112,6 +112,14 @@ def test_names_papers_and_unknown_names(vocab: Vocabulary) -> None:
     assert parse("Does any paper use AlphaFold?", vocab).unknown_name == "AlphaFold"
 
 
+def test_a_request_for_reading_advice_does_not_require_each_topic_it_spells(
+    vocab: Vocabulary,
+) -> None:
+    assert parse("Which papers study graph colouring?", vocab).spells_topics
+    advice = parse("I work on graph colouring; which papers should I read?", vocab)
+    assert advice.asks is Asks.RECOMMEND and not advice.spells_topics
+
+
 def test_a_quoted_phrase_names_the_papers_that_use_it(vocab: Vocabulary) -> None:
     q = parse("What is meant by 'good reasons' there?", vocab)
     assert q.named == ("p2",) and q.unknown_name == ""
