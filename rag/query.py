@@ -403,11 +403,15 @@ class Vocabulary:
             if len(ids) <= MAX_NAME_SHARERS:
                 found += [pid for pid in ids if pid not in found]
         subject = _SUBJECT.search(question)
-        for raw in re.findall(r"[\w][\w\-]*[\w]|\w", question):
+        inside, _opening, _acr = _capitals(question)
+        for m in re.finditer(r"[\w][\w\-]*[\w]|\w", question):
+            raw = m.group()
             key = fold(raw)
             ids = self.names.get(key, [])
             if ids and raw not in self.spellings.get(key, ()) and self.is_ordinary(key):
                 ids = []  # "papers that use sparse autoencoders" is not about "USE: ..."
+            if not ids and raw[:1].isupper() and fold(raw) in inside and fold(raw) not in FILLER:
+                ids = sorted(self.capitalised.get(raw, ()))
             if not ids and subject and raw == subject.group(1):
                 # "What is X?": a capitalised name few papers use is what they share, even
                 # if no abstract says "we propose" it.

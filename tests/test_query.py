@@ -120,6 +120,17 @@ def test_a_request_for_reading_advice_does_not_require_each_topic_it_spells(
     assert advice.asks is Asks.RECOMMEND and not advice.spells_topics
 
 
+def test_a_word_written_as_a_name_names_the_few_papers_that_write_it_so() -> None:
+    llama = Paper("p5", "We fine-tune Llama checkpoints on grade-school math.")
+    vocab = Vocabulary.build([*PAPERS, llama])
+    assert parse("Do any papers evaluate Llama checkpoints?", vocab).named == ("p5",)
+    # Not written as a name, or opening the sentence: a word.
+    assert parse("do any papers evaluate llama checkpoints?", vocab).named == ()
+    common = [Paper(f"t{i}", f"A Transformer for task {i}.") for i in range(5)]
+    vocab = Vocabulary.build([*PAPERS, *common])
+    assert parse("Which papers train a Transformer?", vocab).named == ()
+
+
 def test_a_quoted_phrase_names_the_papers_that_use_it(vocab: Vocabulary) -> None:
     q = parse("What is meant by 'good reasons' there?", vocab)
     assert q.named == ("p2",) and q.unknown_name == ""
