@@ -188,6 +188,7 @@ class Query:
     explicit: bool = False  # authors/tracks came from filters, not from the wording
     named: tuple[str, ...] = ()  # ids of the papers whose coined names or titles it uses
     names: tuple[str, ...] = ()  # name-shaped tokens it uses (BLEU, GPT-2, AlphaFold)
+    proper: tuple[str, ...] = ()  # other words it writes as names, inside a sentence (Atari)
     unknown_name: str = ""  # one of `names` that no title or abstract contains
     sides: tuple[str, ...] = ()  # the alternatives of an "A or B" question
     full_text_detail: str = ""  # a detail only full papers state ("batch size")
@@ -494,8 +495,20 @@ def parse(
     quoted = [m.group(1).strip() for m in _QUOTED.finditer(question)]
     names = tuple(dict.fromkeys([*coined_tokens(question), *quoted]))
     topical = [w for w in words if w not in FILLER]
+    inside, _opening, _acronyms = _capitals(question)
+    proper = tuple(
+        dict.fromkeys(
+            m.group()
+            for m in WORD.finditer(question)
+            if m.group()[:1].isupper()
+            and fold(m.group()) in inside
+            and fold(m.group()) not in FILLER
+            and m.group() not in names
+        )
+    )
     q = Query(
         text=question,
+        proper=proper,
         words=tuple(words),
         topical=tuple(topical),
         asks=asks,

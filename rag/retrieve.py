@@ -540,7 +540,7 @@ class Retriever:
         if named:
             texts += [f"{h.paper.title} {h.paper.abstract}".lower() for h in hits]
             words = {w for t in texts for w in stems(t)}
-            for name in q.names:
+            for name in (*q.names, *q.proper):
                 if not any(mentions_name(t, name, words) for t in texts):
                     return name
         return ""

@@ -131,6 +131,11 @@ def test_a_word_written_as_a_name_names_the_few_papers_that_write_it_so() -> Non
     assert parse("Which papers train a Transformer?", vocab).named == ()
 
 
+def test_words_written_as_names_inside_a_sentence(vocab: Vocabulary) -> None:
+    q = parse("Does TimeSAE beat Baseline models on Atari?", vocab)
+    assert q.proper == ("Baseline", "Atari") and q.names == ("TimeSAE",)
+
+
 def test_a_quoted_phrase_names_the_papers_that_use_it(vocab: Vocabulary) -> None:
     q = parse("What is meant by 'good reasons' there?", vocab)
     assert q.named == ("p2",) and q.unknown_name == ""

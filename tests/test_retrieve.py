@@ -110,6 +110,9 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # A name neither the named paper nor the papers found with it contain.
     r = retriever.retrieve("What score does UniAR report on the ZorbEval benchmark?")
     assert r.abstained and r.unstated == "ZorbEval" and "UniAR" in names(r)
+    # A word it writes as a name, though not shaped like one.
+    r = retriever.retrieve("What does UniAR report on the Zorbland images?")
+    assert r.abstained and r.unstated == "Zorbland"
     # A compound written apart in the source ("an LLM rewrites existing text") is there.
     r = retriever.retrieve(
         "How does DistSeal compare with watermarking by LLM-rewriting of existing text?"
