@@ -48,7 +48,8 @@ _TRACK_CUES = frozenset(
     {"track", "tracks", "area", "areas", "subarea", "subareas", "category", "filed", "submitted"}
 )
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
-# A phrase the question puts in quotes ("what do they mean by 'routing collapse'?").
+# A phrase the question puts in quotes ("what do they mean by 'routing collapse'?"); past 80
+# characters a quote is a passage, not a name.
 _QUOTED = re.compile(r"(?<!\w)['‘\"“]([^'‘’\"“”]{3,80})['’\"”](?!\w)")
 # Between the names a subarea lists: "Accountability, Transparency, and Interpretability".
 _LISTED = re.compile(r",\s*(?:and\s+)?")
