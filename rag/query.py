@@ -153,6 +153,11 @@ _FULL_TEXT = re.compile(
     re.IGNORECASE,
 )
 _WHY = re.compile(r"\s*(?:why|how come)\b", re.IGNORECASE)
+# "What top-1 accuracy does X reach ...": the words of the result asked for.
+_WHAT_RESULT = re.compile(
+    r"^\W*what\s+((?:(?!(?:does|do|did|is|are|was|were)\b)[\w'’-]+\s+){1,3}?)(?:does|do|did)\b",
+    re.IGNORECASE,
+)
 # "How many times larger" asks for a ratio, not a count.
 _HOW_MANY = re.compile(r"\bhow\s+many\s+(?!times\b)(.*)", re.IGNORECASE)
 # Follow-ups: "which of those ...", "and how fast is it?".
@@ -194,6 +199,7 @@ class Query:
     sides: tuple[str, ...] = ()  # the alternatives of an "A or B" question
     full_text_detail: str = ""  # a detail only full papers state ("batch size")
     counted: tuple[str, ...] = ()  # what a "how many" question counts ("video games")
+    measured: tuple[str, ...] = ()  # the result a "what X does ..." asks the value of ("FID")
     within: frozenset[str] | None = None  # a follow-up: only these papers
 
     @property
@@ -470,6 +476,12 @@ def counted(question: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def measured(question: str) -> tuple[str, ...]:
+    """What a "what <result> does <paper> reach?" question asks the value of."""
+    m = _WHAT_RESULT.search(question)
+    return tuple(w for w in WORD.findall(m.group(1)) if fold(w) not in FILLER) if m else ()
+
+
 def asks_of(question: str) -> Asks:
     for kind, pattern in _ASKS:
         if pattern.search(question):
@@ -524,6 +536,7 @@ def parse(
         # is its subject, not what it asks for.
         full_text_detail="" if _WHY.match(question) or not detail else detail.group(0),
         counted=counted(question),
+        measured=measured(question),
         within=frozenset(within) if within is not None else None,
     )
     if author or track:

@@ -31,6 +31,7 @@ from rag.text import (
     mentions_name,
     split_sentences,
     states_count,
+    states_value,
     stems,
     tokens,
 )
@@ -524,10 +525,11 @@ class Retriever:
         """What the question asks for that the papers it is about do not state, if anything:
         a detail only full papers give ("batch size") that none of them mentions, or, for
         papers it names, a name that neither they nor the papers found with them contain
-        (a benchmark no abstract there names). Their abstracts cannot answer it, however
-        close they are."""
+        (a benchmark no abstract there names), or a count or a result whose figure none of
+        them gives. Their abstracts cannot answer it, however close they are."""
         about = [self.papers[pid] for pid in named] or [h.paper for h in hits]
-        texts = [f"{p.title} {p.abstract}".lower() for p in about]
+        written = [f"{p.title}. {p.abstract}" for p in about]
+        texts = [t.lower() for t in written]
         # Asked of papers, not a question for papers ("which papers release source code?"),
         # whose detail words are its topic.
         asked = q.asks not in (Asks.PAPERS, Asks.RECOMMEND)
@@ -535,7 +537,7 @@ class Retriever:
         if asked and detail and not any(detail.lower() in t for t in texts):
             return detail
         # A count the abstracts of those papers do not give ("12 video games").
-        if asked and q.counted and not any(states_count(t, q.counted) for t in texts):
+        if asked and q.counted and not any(states_count(t, q.counted) for t in written):
             return f"the number of {' '.join(q.counted)}"
         if named:
             texts += [f"{h.paper.title} {h.paper.abstract}".lower() for h in hits]
@@ -543,6 +545,9 @@ class Retriever:
             for name in (*q.names, *q.proper):
                 if not any(mentions_name(t, name, words) for t in texts):
                     return name
+        # A result whose figure none of them gives ("what FID does X reach?").
+        if asked and q.measured and not any(states_value(t, q.measured) for t in written):
+            return " ".join(q.measured)
         return ""
 
     def _abstention_check(

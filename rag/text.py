@@ -127,7 +127,7 @@ COUNT_REACH = 3
 def states_count(text: str, counted: tuple[str, ...]) -> bool:
     """Whether `text` gives a number of what the words `counted` name ("how many video
     games" -> "12 video games", "twelve games"; compared by stem)."""
-    want = {stem(w) for w in counted}
+    want = {stem(w) for c in counted for w in tokens(c)}
     parts = [p for t in tokens(text) for p in t.split("-") if p]
     for i, part in enumerate(parts):
         if stem(part) in want and any(
@@ -140,6 +140,20 @@ def states_count(text: str, counted: tuple[str, ...]) -> bool:
 # A sentence ends at . ! or ? before a capital, digit, quote or bracket: abstracts'
 # abbreviations ("e.g. the", "et al. show") are followed by lower case and stay whole.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(\[])")
+
+
+def states_value(text: str, measured: tuple[str, ...]) -> bool:
+    """Whether `text` has a sentence naming what `measured` names ("translation accuracy")
+    together with a number: where an abstract reports a result, it gives the figure."""
+    want = {stem(w) for m in measured for w in tokens(m)}
+    for sentence in split_sentences(text):
+        parts = [p for t in tokens(sentence) for p in t.split("-") if p]
+        if any(stem(p) in want for p in parts) and any(_DIGIT.search(p) for p in parts):
+            return True
+    return False
+
+
+_DIGIT = re.compile(r"\d")
 
 
 def split_sentences(text: str) -> list[str]:

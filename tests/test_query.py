@@ -136,6 +136,12 @@ def test_words_written_as_names_inside_a_sentence(vocab: Vocabulary) -> None:
     assert q.proper == ("Baseline", "Atari") and q.names == ("TimeSAE",)
 
 
+def test_what_result_a_question_asks_the_value_of(vocab: Vocabulary) -> None:
+    assert parse("What top-1 accuracy does TimeSAE reach?", vocab).measured == ("top-1", "accuracy")
+    assert parse("What does TimeSAE do?", vocab).measured == ()
+    assert parse("What is TimeSAE?", vocab).measured == ()
+
+
 def test_a_quoted_phrase_names_the_papers_that_use_it(vocab: Vocabulary) -> None:
     q = parse("What is meant by 'good reasons' there?", vocab)
     assert q.named == ("p2",) and q.unknown_name == ""

@@ -121,6 +121,9 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # What the abstract does state is answered.
     orak = retriever.retrieve("How many video games does Orak cover?")
     assert not orak.abstained
+    # A result whose figure the named paper's abstract does not give.
+    r = retriever.retrieve("What perplexity does TimeSAE reach on long series?")
+    assert r.abstained and r.unstated == "perplexity"
     # A count the named paper's abstract does not give.
     r = retriever.retrieve("How many attention heads does TimeSAE use?")
     assert r.abstained and r.unstated == "the number of attention heads"

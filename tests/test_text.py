@@ -11,6 +11,7 @@ from rag.text import (
     looks_coined,
     split_sentences,
     states_count,
+    states_value,
     stem,
     stems,
     tokens,
@@ -112,3 +113,11 @@ def test_a_count_stands_before_what_it_counts() -> None:
     assert states_count("across twelve large board games", ("games",))
     assert not states_count("games of 2024 are harder", ("games",))
     assert not states_count("We annotate many games.", ("games",))
+
+
+def test_a_result_is_stated_where_a_sentence_gives_its_figure() -> None:
+    abstract = "We reach a FID of 2.1 on faces. Our model is also fast on CIFAR."
+    assert states_value(abstract, ("FID",))
+    assert not states_value(abstract, ("speed-up",))
+    assert states_value("Top-1 accuracy reaches 81.2%.", ("top-1", "accuracy"))
+    assert not states_value("Accuracy improves markedly on all tasks.", ("accuracy",))
