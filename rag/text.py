@@ -6,7 +6,8 @@ The word lists are data files in `rag/words/` (one word a line, `#` comments):
 - `question.txt`: words that frame a question about the collection ("which papers", "by",
   "track", "published") rather than say what it is about;
 - `contribution.txt`: verbs with which an abstract states what its own work does;
-- `numbers.txt`: numbers written as words.
+- `numbers.txt`: numbers written as words;
+- `results.txt`: words that report the same kind of result ("speedup", "faster").
 """
 
 from __future__ import annotations
@@ -143,9 +144,14 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(\[])")
 
 
 def states_value(text: str, measured: tuple[str, ...]) -> bool:
-    """Whether `text` has a sentence naming what `measured` names ("translation accuracy")
-    together with a number: where an abstract reports a result, it gives the figure."""
-    want = {stem(w) for m in measured for w in tokens(m)}
+    """Whether `text` has a sentence naming what `measured` names ("translation accuracy",
+    or words of the same kind of result: "faster" for "speedup") together with a number:
+    where an abstract reports a result, it gives the figure."""
+    said = {stem(w) for m in measured for w in tokens(m) if w not in GENERIC_WORDS}
+    kinds = _result_words()
+    want = set().union(said, *(kinds.get(w, set()) for w in said))
+    if not want:
+        return True  # "what results ...": nothing particular to look for
     for sentence in split_sentences(text):
         parts = [p for t in tokens(sentence) for p in t.split("-") if p]
         if any(stem(p) in want for p in parts) and any(_DIGIT.search(p) for p in parts):
@@ -154,6 +160,13 @@ def states_value(text: str, measured: tuple[str, ...]) -> bool:
 
 
 _DIGIT = re.compile(r"\d")
+
+
+@lru_cache(maxsize=1)
+def _result_words() -> dict[str, set[str]]:
+    """Each word of results.txt (stemmed) -> the stems of its group."""
+    groups = [group.split() for group in word_list("results")]
+    return {stem(w): {stem(v) for v in group} for group in groups for w in group}
 
 
 def split_sentences(text: str) -> list[str]:

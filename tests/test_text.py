@@ -121,3 +121,7 @@ def test_a_result_is_stated_where_a_sentence_gives_its_figure() -> None:
     assert not states_value(abstract, ("speed-up",))
     assert states_value("Top-1 accuracy reaches 81.2%.", ("top-1", "accuracy"))
     assert not states_value("Accuracy improves markedly on all tasks.", ("accuracy",))
+    # The same kind of result in other words (rag/words/results.txt).
+    assert states_value("Sampling is 40× faster than before.", ("speedup",))
+    # Nothing particular asked ("what results ..."): nothing to hold against the text.
+    assert states_value("No figures here.", ("results",))
