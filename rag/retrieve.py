@@ -542,7 +542,9 @@ class Retriever:
         if named:
             texts += [f"{h.paper.title} {h.paper.abstract}".lower() for h in hits]
             words = {w for t in texts for w in stems(t)}
-            for name in (*q.names, *q.proper):
+            # Words written as names only once names pick the papers out: a capitalised
+            # word may have picked them itself ("Asian" in a paraphrase).
+            for name in (*q.names, *(q.proper if q.names else ())):
                 if not any(mentions_name(t, name, words) for t in texts):
                     return name
         # A result whose figure none of them gives ("what FID does X reach?").

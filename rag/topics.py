@@ -58,13 +58,11 @@ class Topics:
             share.update(set(_stems(phrase)))
         generic = {w for w, n in share.items() if n >= GENERIC_SHARE * len(phrases)}
         self._generic = generic
-        # A topic with a word too short for the word tests ("3D", "KV", "AI") is not read: its
-        # other words would stand for it alone ("ai for research" as "research").
-        self._needed = [
-            () if _unreadable(p) else tuple(w for w in _stems(p) if w not in generic)
-            for p in phrases
-        ]
+        self._needed = [tuple(w for w in _stems(p) if w not in generic) for p in phrases]
         self._spellings = [_words(p) for p in phrases]
+        # Words too short for the word tests ("3D", "KV", "AI"): a question names the topic
+        # only if it has them too, or "ai for research" would be named by "research" alone.
+        self._short = [_short_words(p) for p in phrases]
 
     @classmethod
     def load(
@@ -133,10 +131,11 @@ class Topics:
         it.
         """
         asked = set(_stems(question))
+        short = _short_words(question)
         out: list[tuple[str, ...]] = []
         for i, _sim in self._near(query_vector, 10):
             needed = self._needed[i]
-            if needed and set(needed) <= asked and needed not in out:
+            if needed and set(needed) <= asked and self._short[i] <= short and needed not in out:
                 out.append(needed)
         if verbatim:
             for i in self._spelled(question, min_words=2):
@@ -148,10 +147,14 @@ class Topics:
         """Topics of at least `min_words` words that the question spells out: whole words
         (a plural "s" aside), not stems — "exploit" does not spell "exploration"."""
         spelled = f" {' '.join(_words(question))} "
+        short = _short_words(question)
         return [
             i
             for i, words in enumerate(self._spellings)
-            if len(words) >= min_words and self._needed[i] and f" {' '.join(words)} " in spelled
+            if len(words) >= min_words
+            and self._needed[i]
+            and f" {' '.join(words)} " in spelled
+            and self._short[i] <= short
         ]
 
     def text_stems(self, text: str) -> list[str]:
@@ -196,11 +199,13 @@ class Topics:
         candidates = [i for i, _sim in self._near(query_vector, 10)]
         if spelled:
             candidates += self._spelled(question, min_words=1)
+        short = _short_words(question)
         lacking = [
             (set(self._needed[i]), self.phrases[i])
             for i in dict.fromkeys(candidates)
             if self._needed[i]
             and set(self._needed[i]) <= asked
+            and self._short[i] <= short
             and not _together(self._needed[i], words)
         ]
         lacked_sides: set[int] = set()
@@ -216,8 +221,10 @@ class Topics:
         return first if first and len(lacked_sides) == len(sides) else None
 
 
-def _unreadable(phrase: str) -> bool:
-    return any(len(w) <= 2 and w not in STOPWORDS for w in re.findall(r"[a-z0-9]+", fold(phrase)))
+def _short_words(text: str) -> frozenset[str]:
+    return frozenset(
+        w for w in re.findall(r"[a-z0-9]+", fold(text)) if len(w) <= 2 and w not in STOPWORDS
+    )
 
 
 def _distributed(question: str) -> list[set[str]]:

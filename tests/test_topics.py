@@ -60,11 +60,16 @@ def test_an_or_shares_a_phrase_only_between_single_words() -> None:
     assert topics.unmentioned(apart, q, papers) is None
 
 
-def test_a_topic_with_a_word_too_short_to_test_is_not_read() -> None:
-    # "ai for research" would be read as "research" alone, which the question uses in passing.
+def test_a_topic_with_a_word_too_short_to_test_is_named_only_with_it() -> None:
+    # "ai for research" would be named by "research" alone, which the question uses in passing.
     topics, q = topics_near("ai for research")
     question = "My research is on graph colouring; what should I read?"
     assert topics.unmentioned(question, q, ["Colouring graphs with few colours."]) is None
+    # Named with it, the topic is checked on the words the test can read.
+    topics, q = topics_near("ai agents")
+    asked = "Which papers build AI agents?"
+    assert topics.unmentioned(asked, q, ["Agents that browse the web."], spelled=True) is None
+    assert topics.unmentioned(asked, q, ["Graph colouring."], spelled=True) == "ai agents"
 
 
 def test_topic_words_must_stand_together_in_a_paper() -> None:
