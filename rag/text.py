@@ -121,6 +121,8 @@ def stems(text: str, drop: frozenset[str] = STOPWORDS) -> list[str]:
 
 # A count as abstracts write it: "12", "1,024", "7b" (of "7B-parameter"), "1.3t", "100k".
 _COUNT = re.compile(r"\d[\d,.]*[kmbt]?")
+# A percentage is a share, not a count ("35% in languages like Hausa").
+_SHARE = re.compile(r"\d[\d.,]*(?:\s*-+\s*\d[\d.,]*)?\s*(?:\\?%|percent(?:age points?)?\b)")
 # A count stands before what it counts, past at most two modifiers ("12 large video games").
 COUNT_REACH = 3
 
@@ -129,7 +131,7 @@ def states_count(text: str, counted: tuple[str, ...]) -> bool:
     """Whether `text` gives a number of what the words `counted` name ("how many video
     games" -> "12 video games", "twelve games"; compared by stem)."""
     want = {stem(w) for c in counted for w in tokens(c)}
-    parts = [p for t in tokens(text) for p in t.split("-") if p]
+    parts = [p for t in tokens(_SHARE.sub(" ", text)) for p in t.split("-") if p]
     for i, part in enumerate(parts):
         if stem(part) in want and any(
             p in NUMBER_WORDS or _COUNT.fullmatch(p) for p in parts[max(0, i - COUNT_REACH) : i]

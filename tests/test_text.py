@@ -113,6 +113,8 @@ def test_a_count_stands_before_what_it_counts() -> None:
     assert states_count("across twelve large board games", ("games",))
     assert not states_count("games of 2024 are harder", ("games",))
     assert not states_count("We annotate many games.", ("games",))
+    # A percentage is a share, not a count.
+    assert not states_count("harm rises to 35% in languages like Hausa", ("languages",))
 
 
 def test_a_result_is_stated_where_a_sentence_gives_its_figure() -> None:
