@@ -154,8 +154,10 @@ _FULL_TEXT = re.compile(
 )
 _WHY = re.compile(r"\s*(?:why|how come)\b", re.IGNORECASE)
 # "What top-1 accuracy does X reach ...": the words of the result asked for.
+# Only verbs that report a result: "what role does X play?" asks for no figure.
 _WHAT_RESULT = re.compile(
-    r"^\W*what\s+((?:(?!(?:does|do|did|is|are|was|were)\b)[\w'’-]+\s+){1,3}?)(?:does|do|did)\b",
+    r"^\W*what\s+((?:(?!(?:does|do|did|is|are|was|were)\b)[\w'’-]+\s+){1,3}?)(?:does|do|did)"
+    r"\s+(?:[\w'’-]+\s+)*?(?:reach|achieve|attain|obtain|get|report|score|keep|deliver)\b",
     re.IGNORECASE,
 )
 # "How many times larger" asks for a ratio, not a count.

@@ -139,6 +139,7 @@ def test_words_written_as_names_inside_a_sentence(vocab: Vocabulary) -> None:
 def test_what_result_a_question_asks_the_value_of(vocab: Vocabulary) -> None:
     assert parse("What top-1 accuracy does TimeSAE reach?", vocab).measured == ("top-1", "accuracy")
     assert parse("What does TimeSAE do?", vocab).measured == ()
+    assert parse("What role does sparsity play in TimeSAE?", vocab).measured == ()
     assert parse("What is TimeSAE?", vocab).measured == ()
 
 
