@@ -291,9 +291,11 @@ class Vocabulary:
                 area, _, sub = track.partition(" · ")
                 parts = [t for t in (tokens(track), tokens(area), tokens(sub)) if t]
                 v.track_parts.append((track, parts))
-                pieces = [tokens(piece) for piece in _LISTED.split(sub)]
-                if len([p for p in pieces if p]) > 1:
-                    v.track_pieces.append((track, [p for p in pieces if p]))
+                pieces = [p for p in (tokens(piece) for piece in _LISTED.split(sub)) if p]
+                if len(pieces) > 1:
+                    v.track_pieces.append((track, pieces))
+                    # After its area, one of them names the track ("Social Aspects · Privacy").
+                    parts += [tokens(area) + p for p in pieces]
         return v
 
     # ------------------------------------------------------------------ the collection's text

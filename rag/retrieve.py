@@ -516,8 +516,10 @@ class Retriever:
         for name in q.names:
             if not any(mentions_name(t, name, said) for t in lowered):
                 return name
+        # One leftover word is as likely a verb that frames the question ("which paper sits
+        # in ...") as a topic, and the background list knows one-word topics: two or more.
         terms = [w for w in words if w not in _NOT_TOPICAL and len(w) > 3]
-        if terms and not any(_mentions(self.papers[p], terms) for p in allowed):
+        if len(terms) > 1 and not any(_mentions(self.papers[p], terms) for p in allowed):
             return " ".join(terms)
         return None
 
