@@ -381,7 +381,9 @@ class Vocabulary:
             if len(w) == 1:  # "an SE(3) model" is no paper by an author surnamed E
                 continue
             after_by = at > 0 and words[at - 1] == "by"
-            framed = any(abs(at - i) <= NAME_REACH for i in framing) or w in opening
+            # A question that is nothing but the name ("goldt") frames itself.
+            alone = all(x in FILLER for x in words if x != w)
+            framed = any(abs(at - i) <= NAME_REACH for i in framing) or w in opening or alone
             if w in capitalised or after_by or (framed and self.uses(w) <= MAX_NAME_SHARERS):
                 return sorted(self.surnames[w]), [w]
         return [], []

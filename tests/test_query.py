@@ -68,6 +68,7 @@ def test_authors_by_full_name_surname_and_the_collections_own_frequencies(
     # A surname the abstracts never use, next to words that frame a question about papers.
     assert parse("which papers list bouniot as an author", vocab).authors == ("quentin bouniot",)
     assert parse("Bouniot's papers?", vocab).authors == ("quentin bouniot",)
+    assert parse("bouniot", vocab).authors == ("quentin bouniot",)  # nothing but the name
     # Surnames that are words the papers use are words, unless the question marks them.
     assert parse("is a bigger model a good model?", vocab).authors == ()
     assert parse("What did Bigger write?", vocab).authors == ("andreas bigger",)
