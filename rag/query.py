@@ -11,6 +11,7 @@ comparison, a recommendation) is read from its wording.
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from collections.abc import Iterable
@@ -373,6 +374,13 @@ class Vocabulary:
                     best = (found, span)
             if best[0]:
                 return best
+        # A full name with one letter of the surname wrong or missing ("Byron Wallce").
+        for first, last in itertools.pairwise(words):
+            if len(last) > 3 and first not in FILLER:
+                known = self.author_tokens.get(first, ())
+                close = [a for a in known if _one_edit(_after(a, first), last)]
+                if close:
+                    return sorted(close), [first, last]
         framing = [i for i, w in enumerate(words) if w in QUESTION_WORDS]
         capitalised, opening, acronyms = _capitals(original)
         for at, w in enumerate(words):
@@ -441,6 +449,23 @@ class Vocabulary:
         """A name no title or abstract contains (a substring test: errs towards known)."""
         text = self.text()
         return next((n for n in names if not mentions_name(text, n)), "")
+
+
+def _after(name: str, token: str) -> str:
+    """The word of a folded name after `token` ("" if none)."""
+    parts = name.split()
+    at = parts.index(token) if token in parts else len(parts)
+    return parts[at + 1] if at + 1 < len(parts) else ""
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether `b` is `a` with one letter changed, left out or added."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    short, long = sorted((a, b), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
 def _names_of(p: Paper) -> Iterable[tuple[str, str]]:

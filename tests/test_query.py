@@ -69,6 +69,9 @@ def test_authors_by_full_name_surname_and_the_collections_own_frequencies(
     assert parse("which papers list bouniot as an author", vocab).authors == ("quentin bouniot",)
     assert parse("Bouniot's papers?", vocab).authors == ("quentin bouniot",)
     assert parse("bouniot", vocab).authors == ("quentin bouniot",)  # nothing but the name
+    # One letter of the surname wrong or missing, after the first name.
+    assert parse("papers by quentin bounot", vocab).authors == ("quentin bouniot",)
+    assert parse("papers by quentin bouniots", vocab).authors == ("quentin bouniot",)
     # Surnames that are words the papers use are words, unless the question marks them.
     assert parse("is a bigger model a good model?", vocab).authors == ()
     assert parse("What did Bigger write?", vocab).authors == ("andreas bigger",)
