@@ -124,18 +124,20 @@ _COUNT = re.compile(r"\d[\d,.]*[kmbt]?")
 # A percentage is a share, not a count ("35% in languages like Hausa").
 _SHARE = re.compile(r"\d[\d.,]*(?:\s*-+\s*\d[\d.,]*)?\s*(?:\\?%|percent(?:age points?)?\b)")
 # A count stands before what it counts, past at most two modifiers ("12 large video games").
-COUNT_REACH = 3
+COUNT_MODIFIERS = 2
 
 
 def states_count(text: str, counted: tuple[str, ...]) -> bool:
-    """Whether `text` gives a number of what the words `counted` name ("how many video
-    games" -> "12 video games", "twelve games"; compared by stem)."""
+    """Whether `text` gives a number of what the words `counted` name: a number followed by
+    all of them ("how many video games" -> "12 popular video games", "twelve games"; by
+    stem). "12 video games spanning all genres" gives no number of game genres."""
     want = {stem(w) for c in counted for w in tokens(c)}
     parts = [p for t in tokens(_SHARE.sub(" ", text)) for p in t.split("-") if p]
+    reach = len(want) + COUNT_MODIFIERS
     for i, part in enumerate(parts):
-        if stem(part) in want and any(
-            p in NUMBER_WORDS or _COUNT.fullmatch(p) for p in parts[max(0, i - COUNT_REACH) : i]
-        ):
+        if (part in NUMBER_WORDS or _COUNT.fullmatch(part)) and want <= {
+            stem(p) for p in parts[i + 1 : i + 1 + reach]
+        }:
             return True
     return False
 
