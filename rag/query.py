@@ -377,7 +377,8 @@ class Vocabulary:
                     best = (found, span)
             if best[0]:
                 return best
-        # A full name with one letter of the surname wrong or missing ("Byron Wallce").
+        # A full name with one letter of the surname wrong or missing ("Byron Wallce"); of
+        # three letters or fewer, one edit away is another word ("Wei Ma" -> "Wei may").
         for first, last in itertools.pairwise(words):
             if len(last) > 3 and first not in FILLER:
                 known = self.author_tokens.get(first, ())
