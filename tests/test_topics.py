@@ -14,6 +14,7 @@ from rag.topics import TOPICS_FILE, Topics
 
 from .conftest import CORPUS
 
+TEXT_WATERMARKING = "Post-hoc watermarking of text: an LLM rewrites it with a statistical signal."
 PHRASES = [line for line in TOPICS_FILE.read_text().splitlines() if line and "#" not in line[:1]]
 
 
@@ -50,7 +51,7 @@ def test_an_or_shares_a_phrase_only_between_single_words() -> None:
     topics, q = topics_near("image watermark")
     papers = [
         "We generate synthetic images with a diffusion model.",
-        "Post-hoc watermarking of text: an LLM rewrites it with a statistical signal.",
+        TEXT_WATERMARKING,
     ]
     # "image or text watermarking" asks for image watermarking, which neither paper does.
     either = "Which papers study image or text watermarking?"
@@ -129,7 +130,7 @@ def test_topics_a_question_for_papers_spells_out_must_be_mentioned() -> None:
     topics, q = topics_near("watermarking")
     images = [
         "We watermark images from diffusion models in their latent space.",
-        "Post-hoc watermarking of text: an LLM rewrites it with a statistical signal.",
+        TEXT_WATERMARKING,
     ]
     question = "Which papers study watermarking of audio or speech?"
     assert topics.unmentioned(question, q, images) is None  # only "watermarking" is near
