@@ -189,10 +189,7 @@ class Query:
     topical: tuple[str, ...]  # words about the topic: no filler, no author or track words
     asks: Asks = Asks.TOPIC
     wants_all: bool = False  # every matching paper, not a top-k sample
-    # The fewest words of a topic it spells out that the papers must mention: 1 when it asks
-    # for papers; 2 when it asks for reading advice, which describes a field ("machine
-    # translation") in words not each required; 0 otherwise (such words are used in passing).
-    spells_topics: int = 0
+    spells_topics: bool = False  # it asks for papers, so the topics it spells out are required
     authors: tuple[str, ...] = ()  # folded full names of matching authors
     tracks: tuple[str, ...] = ()
     unknown_author: str = ""  # asked about as an author, listed on no paper
@@ -561,9 +558,9 @@ def parse(
         topical=tuple(topical),
         asks=asks,
         wants_all=asks is Asks.PAPERS,
-        spells_topics=2
-        if asks is Asks.RECOMMEND
-        else int(bool(re.search(r"\bpapers?\b", question, re.I))),
+        # A request for reading advice describes a field; it does not require each word of it.
+        spells_topics=asks is not Asks.RECOMMEND
+        and bool(re.search(r"\bpapers?\b", question, re.I)),
         names=names,
         unknown_name=vocab.unknown_name(names) if names else "",
         sides=tuple(alternatives(question)),

@@ -411,7 +411,7 @@ class Retriever:
         topics: list[tuple[str, ...]] = []
         # The topics a question asking for papers spells out are what the papers must be
         # about (rag.topics); other questions use such words in passing.
-        asks_for_papers = q.spells_topics == 1
+        asks_for_papers = q.spells_topics
         if mode == "hybrid" and vector is not None and self.index.settings.search.topic_check:
             topics = self.topics.named(query, vector, asks_for_papers)
 
@@ -507,7 +507,7 @@ class Retriever:
         # the track's papers on a topic, so a topic they spell out is required.
         own = {w for t in q.tracks for w in tokens(t)}
         words = [w for w in q.topical if w not in own]
-        if topic := topics.unmentioned(" ".join(words), vector, texts, spelled=1):
+        if topic := topics.unmentioned(" ".join(words), vector, texts, spelled=True):
             return topic
         # A topic the background list lacks: none of its words (as a follow-up reads them)
         # nor a name it uses is in any of those papers.

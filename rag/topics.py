@@ -171,12 +171,11 @@ class Topics:
         return sum(_together(needed, [words]) for needed in topics)
 
     def unmentioned(
-        self, question: str, query_vector: Any, texts: list[str], spelled: int = 0
+        self, question: str, query_vector: Any, texts: list[str], spelled: bool = False
     ) -> str | None:
         """A topic the question names that none of `texts` mentions, if there is one; with
-        `spelled` (a number of words), also any topic of that many words or more it spells out
-        word for word, however far the question as a whole is from it ("papers on
-        watermarking of audio" spells "audio").
+        `spelled`, also any topic it spells out word for word, however far the question as a
+        whole is from it ("papers on watermarking of audio" spells "audio").
 
         The question must name the topic itself (its words, generic ones aside): a topic
         that is only near the question ("oriented object detection" for one on open-world
@@ -199,7 +198,7 @@ class Topics:
         words = [self.text_stems(t) for t in texts]
         candidates = [i for i, _sim in self._near(query_vector, 10)]
         if spelled:
-            candidates += self._spelled(question, min_words=spelled)
+            candidates += self._spelled(question, min_words=1)
         short = _short_words(question)
         lacking = [
             (set(self._needed[i]), self.phrases[i])

@@ -116,13 +116,12 @@ def test_names_papers_and_unknown_names(vocab: Vocabulary) -> None:
     assert parse("Does any paper use AlphaFold?", vocab).unknown_name == "AlphaFold"
 
 
-def test_a_request_for_reading_advice_requires_only_the_fields_it_spells(
+def test_a_request_for_reading_advice_does_not_require_each_topic_it_spells(
     vocab: Vocabulary,
 ) -> None:
-    assert parse("Which papers study graph colouring?", vocab).spells_topics == 1
+    assert parse("Which papers study graph colouring?", vocab).spells_topics
     advice = parse("I work on graph colouring; which papers should I read?", vocab)
-    assert advice.asks is Asks.RECOMMEND and advice.spells_topics == 2
-    assert parse("How does graph colouring work?", vocab).spells_topics == 0
+    assert advice.asks is Asks.RECOMMEND and not advice.spells_topics
 
 
 def test_a_word_written_as_a_name_names_the_few_papers_that_write_it_so() -> None:

@@ -69,8 +69,8 @@ def test_a_topic_with_a_word_too_short_to_test_is_named_only_with_it() -> None:
     # Named with it, the topic is checked on the words the test can read.
     topics, q = topics_near("ai agents")
     asked = "Which papers build AI agents?"
-    assert topics.unmentioned(asked, q, ["Agents that browse the web."], spelled=1) is None
-    assert topics.unmentioned(asked, q, ["Graph colouring."], spelled=1) == "ai agents"
+    assert topics.unmentioned(asked, q, ["Agents that browse the web."], spelled=True) is None
+    assert topics.unmentioned(asked, q, ["Graph colouring."], spelled=True) == "ai agents"
 
 
 def test_topic_words_must_stand_together_in_a_paper() -> None:
@@ -134,20 +134,14 @@ def test_topics_a_question_for_papers_spells_out_must_be_mentioned() -> None:
     ]
     question = "Which papers study watermarking of audio or speech?"
     assert topics.unmentioned(question, q, images) is None  # only "watermarking" is near
-    assert topics.unmentioned(question, q, images, spelled=1) in ("audio", "speech")
+    assert topics.unmentioned(question, q, images, spelled=True) in ("audio", "speech")
     # Either side may answer: a paper on speech watermarking does.
     speech = [*images, "Robust watermarks for speech synthesis."]
-    assert topics.unmentioned(question, q, speech, spelled=1) is None
-    # A request for reading advice requires the fields it spells (two words or more).
-    topics, q = topics_near("watermarking")
-    advice = "I work on audio watermarking, what should I read?"
-    assert topics.unmentioned(advice, q, images, spelled=2) is None  # "audio" alone
-    field = "I work on speech recognition, what should I read?"
-    assert topics.unmentioned(field, q, images, spelled=2) == "speech recognition"
+    assert topics.unmentioned(question, q, speech, spelled=True) is None
     # Whole words, not stems: "exploit" does not spell "exploration".
     equivariant = ["Equivariant networks that respect the symmetry of molecules."]
     asked = "Which papers exploit symmetry or equivariance?"
-    assert topics.unmentioned(asked, q, equivariant, spelled=1) is None
+    assert topics.unmentioned(asked, q, equivariant, spelled=True) is None
 
 
 @pytest.fixture
