@@ -49,7 +49,7 @@ _TRACK_CUES = frozenset(
     {"track", "tracks", "area", "areas", "subarea", "subareas", "category", "filed", "submitted"}
 )
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
-# A phrase the question puts in quotes ("what do they mean by 'routing collapse'?"); past 80
+# A phrase the question puts in quotes ("what do they mean by 'token dropping'?"); past 80
 # characters a quote is a passage, not a name.
 _QUOTED = re.compile(r"(?<!\w)['‘\"“]([^'‘’\"“”]{3,80})['’\"”](?!\w)")
 # Between the names a subarea lists: "Accountability, Transparency, and Interpretability".
@@ -154,8 +154,8 @@ _FULL_TEXT = re.compile(
     re.IGNORECASE,
 )
 _WHY = re.compile(r"\s*(?:why|how come)\b", re.IGNORECASE)
-# "What top-1 accuracy does X reach ...": the words of the result asked for.
-# Only verbs that report a result: "what role does X play?" asks for no figure.
+# "What error rate does X reach ...": the words of the result asked for. Only verbs that
+# report a result: "what purpose does X serve?" asks for no figure.
 _WHAT_RESULT = re.compile(
     r"^\W*what\s+((?:(?!(?:does|do|did|is|are|was|were)\b)[\w'’-]+\s+){1,3}?)(?:does|do|did)"
     r"\s+(?:[\w'’-]+\s+)*?(?:reach|achieve|attain|obtain|get|report|score|keep|deliver)\b",
@@ -197,12 +197,12 @@ class Query:
     explicit: bool = False  # authors/tracks came from filters, not from the wording
     named: tuple[str, ...] = ()  # ids of the papers whose coined names or titles it uses
     names: tuple[str, ...] = ()  # name-shaped tokens it uses (BLEU, GPT-2, AlphaFold)
-    proper: tuple[str, ...] = ()  # other words it writes as names, inside a sentence (Atari)
+    proper: tuple[str, ...] = ()  # other words it writes as names, inside a sentence (Minecraft)
     unknown_name: str = ""  # one of `names` that no title or abstract contains
     sides: tuple[str, ...] = ()  # the alternatives of an "A or B" question
     full_text_detail: str = ""  # a detail only full papers state ("batch size")
-    counted: tuple[str, ...] = ()  # what a "how many" question counts ("video games")
-    measured: tuple[str, ...] = ()  # the result a "what X does ..." asks the value of ("FID")
+    counted: tuple[str, ...] = ()  # what a "how many" question counts ("robot arms")
+    measured: tuple[str, ...] = ()  # the result "what X does ... reach" asks for ("error rate")
     within: frozenset[str] | None = None  # a follow-up: only these papers
 
     @property
@@ -374,7 +374,7 @@ class Vocabulary:
                     best = (found, span)
             if best[0]:
                 return best
-        # A full name with one letter of the surname wrong or missing ("Byron Wallce"); of
+        # A full name with one letter of the surname wrong or missing ("Quentin Bouniott"); of
         # three letters or fewer, one edit away is another word ("Wei Ma" -> "Wei may").
         for first, last in itertools.pairwise(words):
             if len(last) > 3 and first not in FILLER:
@@ -390,7 +390,7 @@ class Vocabulary:
             if len(w) == 1:  # "an SE(3) model" is no paper by an author surnamed E
                 continue
             after_by = at > 0 and words[at - 1] == "by"
-            # A question that is nothing but the name ("goldt") frames itself.
+            # A question that is nothing but the name ("bouniot") frames itself.
             alone = all(x in FILLER for x in words if x != w)
             framed = any(abs(at - i) <= NAME_REACH for i in framing) or w in opening or alone
             if w in capitalised or after_by or (framed and self.uses(w) <= MAX_NAME_SHARERS):
@@ -406,8 +406,8 @@ class Vocabulary:
         return (self.match_tracks(" ".join(best)), best) if best else ([], [])
 
     def find_track_pieces(self, words: list[str]) -> tuple[list[str], list[str]]:
-        """Tracks one of whose subarea's listed names the question uses ("the time series
-        track" for "Sequential Models, Time series"), and the words it used."""
+        """Tracks one of whose subarea's listed names the question uses ("the sequential
+        models track" for "Sequential Models, Time series"), and the words it used."""
         best: list[str] = []
         found: list[str] = []
         for track, pieces in self.track_pieces:
@@ -498,7 +498,7 @@ def _capitals(original: str) -> tuple[set[str], set[str], set[str]]:
 
 def counted(question: str) -> tuple[str, ...]:
     """What a "how many" question counts: the words after "how many" up to the first filler
-    word, at most three ("how many video games does ..." -> video games)."""
+    word, at most three, a noun phrase's length ("how many robot arms did ..." -> robot arms)."""
     m = _HOW_MANY.search(question)
     out: list[str] = []
     for w in tokens(m.group(1)) if m else []:

@@ -516,7 +516,7 @@ class Retriever:
         for name in q.names:
             if not any(mentions_name(t, name, said) for t in lowered):
                 return name
-        # One leftover word is as likely a verb that frames the question ("which paper sits
+        # One leftover word is as likely a verb that frames the question ("which paper landed
         # in ...") as a topic, and the background list knows one-word topics: two or more.
         terms = [w for w in words if w not in _NOT_TOPICAL and len(w) > 3]
         if len(terms) > 1 and not any(_mentions(self.papers[p], terms) for p in allowed):
@@ -538,18 +538,18 @@ class Retriever:
         detail = q.full_text_detail
         if asked and detail and not any(detail.lower() in t for t in texts):
             return detail
-        # A count the abstracts of those papers do not give ("12 video games").
+        # A count the abstracts of those papers do not give ("12 robot arms").
         if asked and q.counted and not any(states_count(t, q.counted) for t in written):
             return f"the number of {' '.join(q.counted)}"
         if named:
             texts += [f"{h.paper.title} {h.paper.abstract}".lower() for h in hits]
             words = {w for t in texts for w in stems(t)}
             # Words written as names only once names pick the papers out: a capitalised
-            # word may have picked them itself ("Asian" in a paraphrase).
+            # word may have picked them itself ("Nordic" in a paraphrase).
             for name in (*q.names, *(q.proper if q.names else ())):
                 if not any(mentions_name(t, name, words) for t in texts):
                     return name
-        # A result whose figure none of them gives ("what FID does X reach?").
+        # A result whose figure none of them gives ("what error rate does X reach?").
         if asked and q.measured and not any(states_value(t, q.measured) for t in written):
             return " ".join(q.measured)
         return ""

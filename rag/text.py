@@ -121,7 +121,7 @@ def stems(text: str, drop: frozenset[str] = STOPWORDS) -> list[str]:
 
 # A count as abstracts write it: "12", "1,024", "7b" (of "7B-parameter"), "1.3t", "100k".
 _COUNT = re.compile(r"\d[\d,.]*[kmbt]?")
-# A percentage is a share, not a count ("35% in languages like Hausa").
+# A percentage is a share, not a count ("35% of the three languages").
 _SHARE = re.compile(r"\d[\d.,]*(?:\s*-+\s*\d[\d.,]*)?\s*(?:\\?%|percent(?:age points?)?\b)")
 # A count stands before what it counts, past at most two modifiers ("12 large video games").
 COUNT_MODIFIERS = 2
@@ -129,8 +129,8 @@ COUNT_MODIFIERS = 2
 
 def states_count(text: str, counted: tuple[str, ...]) -> bool:
     """Whether `text` gives a number of what the words `counted` name: a number followed by
-    all of them ("how many video games" -> "12 popular video games", "twelve games"; by
-    stem). "12 video games spanning all genres" gives no number of game genres."""
+    all of them ("how many robot arms" -> "12 industrial robot arms", "twelve arms"; by
+    stem). "12 robot arms in all major labs" gives no number of robot labs."""
     want = {stem(w) for c in counted for w in tokens(c)}
     parts = [p for t in tokens(_SHARE.sub(" ", text)) for p in t.split("-") if p]
     reach = len(want) + COUNT_MODIFIERS

@@ -222,6 +222,7 @@ class Topics:
 
 
 def _short_words(text: str) -> frozenset[str]:
+    """The words `plain_words` leaves out for their length but no stop list does."""
     return frozenset(
         w for w in re.findall(r"[a-z0-9]+", fold(text)) if len(w) <= 2 and w not in STOPWORDS
     )
@@ -230,7 +231,7 @@ def _short_words(text: str) -> frozenset[str]:
 def _distributed(question: str) -> list[set[str]]:
     """The stems of each alternative with an "or" between single words read as sharing the
     rest of the phrase: "audio or video watermarking" says "audio watermarking". After "the
-    KV cache or with ..." a new phrase starts, and nothing is shared."""
+    replay buffer or with ..." a new phrase starts, and nothing is shared."""
     filler = STOPWORDS | QUESTION_WORDS
     text = _OR_WORD.sub(lambda m: " " if fold(m.group(1)) not in filler else m.group(0), question)
     return [set(_stems(side)) for side in alternatives(text)]

@@ -141,9 +141,9 @@ def test_words_written_as_names_inside_a_sentence(vocab: Vocabulary) -> None:
 
 
 def test_what_result_a_question_asks_the_value_of(vocab: Vocabulary) -> None:
-    assert parse("What top-1 accuracy does TimeSAE reach?", vocab).measured == ("top-1", "accuracy")
+    assert parse("What error rate does TimeSAE reach?", vocab).measured == ("error", "rate")
     assert parse("What does TimeSAE do?", vocab).measured == ()
-    assert parse("What role does sparsity play in TimeSAE?", vocab).measured == ()
+    assert parse("What purpose does sparsity serve in TimeSAE?", vocab).measured == ()
     assert parse("What is TimeSAE?", vocab).measured == ()
 
 

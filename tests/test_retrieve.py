@@ -111,7 +111,7 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     r = retriever.retrieve("What score does UniAR report on the ZorbEval benchmark?")
     assert r.abstained and r.unstated == "ZorbEval" and "UniAR" in names(r)
     # A word it writes as a name, though not shaped like one.
-    r = retriever.retrieve("What does UniAR report on the Zorbland images?")
+    r = retriever.retrieve("How does UniAR fare on Zorbland images?")
     assert r.abstained and r.unstated == "Zorbland"
     # A compound written apart in the source ("an LLM rewrites existing text") is there.
     r = retriever.retrieve(
@@ -146,7 +146,7 @@ def test_an_authors_papers_must_mention_the_topic_asked_of_them(
     r = real_retriever.retrieve("What did Zeynep Akata propose for crop irrigation?")
     assert r.abstained and "crop irrigation" in r.reason
     # One leftover word may only frame the question.
-    r = real_retriever.retrieve("Which paper sits in the Social Aspects · Fairness track?")
+    r = real_retriever.retrieve("Which paper landed under the Social Aspects · Fairness track?")
     assert not r.abstained and r.hits
     # A name none of her papers contains.
     r = real_retriever.retrieve("Which of Zeynep Akata's papers train ZorbNet?")
