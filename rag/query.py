@@ -291,12 +291,12 @@ class Vocabulary:
             if track:
                 area, _, sub = track.partition(" · ")
                 parts = [t for t in (tokens(track), tokens(area), tokens(sub)) if t]
-                v.track_parts.append((track, parts))
                 pieces = [p for p in (tokens(piece) for piece in _LISTED.split(sub)) if p]
                 if len(pieces) > 1:
                     v.track_pieces.append((track, pieces))
                     # After its area, one of them names the track ("Social Aspects · Privacy").
                     parts += [tokens(area) + p for p in pieces]
+                v.track_parts.append((track, parts))
         return v
 
     # ------------------------------------------------------------------ the collection's text
@@ -417,23 +417,24 @@ class Vocabulary:
                     best = piece
         return sorted(set(found)), best
 
-    def named_papers(self, question: str) -> list[str]:
-        """Papers whose coined name or short title head the question uses."""
+    def named_papers(self, question: str, quoted: Iterable[str] = ()) -> list[str]:
+        """Papers whose coined name or short title head the question uses, or that use a
+        phrase it `quoted`."""
         found: list[str] = []
-        for quoted in _QUOTED.finditer(question):
-            said = quoted.group(1).strip().lower()
+        for words in quoted:
+            said = words.lower()
             ids = [p.id for p in self.papers.values() if said in f"{p.title} {p.abstract}".lower()]
             if len(ids) <= MAX_NAME_SHARERS:
                 found += [pid for pid in ids if pid not in found]
         subject = _SUBJECT.search(question)
-        inside, _opening, _acr = _capitals(question)
+        inside = _names_inside(question)
         for m in re.finditer(r"[\w][\w\-]*[\w]|\w", question):
             raw = m.group()
             key = fold(raw)
             ids = self.names.get(key, [])
             if ids and raw not in self.spellings.get(key, ()) and self.is_ordinary(key):
                 ids = []  # "papers that use sparse autoencoders" is not about "USE: ..."
-            if not ids and raw[:1].isupper() and fold(raw) in inside and fold(raw) not in FILLER:
+            if not ids and raw[:1].isupper() and fold(raw) in inside:
                 ids = sorted(self.capitalised.get(raw, ()))
             if not ids and subject and raw == subject.group(1):
                 # "What is X?": a capitalised name few papers use is what they share, even
@@ -496,6 +497,13 @@ def _capitals(original: str) -> tuple[set[str], set[str], set[str]]:
     return capitalised, opening, acronyms
 
 
+def _names_inside(question: str) -> set[str]:
+    """The folded words a question writes with a capital inside a sentence, filler aside:
+    written as names ("does it beat Llama checkpoints?")."""
+    inside, _opening, _acronyms = _capitals(question)
+    return inside - FILLER
+
+
 def counted(question: str) -> tuple[str, ...]:
     """What a "how many" question counts: the words after "how many" up to the first filler
     word, at most three, a noun phrase's length ("how many robot arms did ..." -> robot arms)."""
@@ -540,15 +548,12 @@ def parse(
     quoted = [m.group(1).strip() for m in _QUOTED.finditer(question)]
     names = tuple(dict.fromkeys([*coined_tokens(question), *quoted]))
     topical = [w for w in words if w not in FILLER]
-    inside, _opening, _acronyms = _capitals(question)
+    inside = _names_inside(question)
     proper = tuple(
         dict.fromkeys(
-            m.group()
-            for m in WORD.finditer(question)
-            if m.group()[:1].isupper()
-            and fold(m.group()) in inside
-            and fold(m.group()) not in FILLER
-            and m.group() not in names
+            w
+            for w in WORD.findall(question)
+            if w[:1].isupper() and fold(w) in inside and w not in names
         )
     )
     q = Query(
@@ -582,7 +587,7 @@ def parse(
             unknown_track=track if track and not tracks else "",
             explicit=True,
         )
-    named = vocab.named_papers(question)
+    named = vocab.named_papers(question, quoted)
     authors, used = vocab.find_authors(words, question)
     track_hit, track_used = vocab.find_tracks(words)
     if not track_hit and any(w in _TRACK_CUES for w in words):

@@ -511,11 +511,12 @@ class Retriever:
             return topic
         # A topic the background list lacks: none of its words (as a follow-up reads them)
         # nor a name it uses is in any of those papers.
-        lowered = [t.lower() for t in texts]
-        said = {w for t in lowered for w in stems(t)}
-        for name in q.names:
-            if not any(mentions_name(t, name, said) for t in lowered):
-                return name
+        if q.names:
+            lowered = [t.lower() for t in texts]
+            said = {w for t in lowered for w in stems(t)}
+            for name in q.names:
+                if not any(mentions_name(t, name, said) for t in lowered):
+                    return name
         # One leftover word is as likely a verb that frames the question ("which paper landed
         # in ...") as a topic, and the background list knows one-word topics: two or more.
         terms = [w for w in words if w not in _NOT_TOPICAL and len(w) > 3]
