@@ -190,6 +190,7 @@ class Query:
     asks: Asks = Asks.TOPIC
     wants_all: bool = False  # every matching paper, not a top-k sample
     spells_topics: bool = False  # it asks for papers, so the topics it spells out are required
+    joins_topics: bool = False  # the topics it names describe one piece of work
     authors: tuple[str, ...] = ()  # folded full names of matching authors
     tracks: tuple[str, ...] = ()
     unknown_author: str = ""  # asked about as an author, listed on no paper
@@ -566,6 +567,8 @@ def parse(
         # A request for reading advice describes a field; it does not require each word of it.
         spells_topics=asks is not Asks.RECOMMEND
         and bool(re.search(r"\bpapers?\b", question, re.I)),
+        # Reading advice may span a field's topics, and a comparison sets one against another.
+        joins_topics=asks not in (Asks.RECOMMEND, Asks.COMPARE),
         names=names,
         unknown_name=vocab.unknown_name(names) if names else "",
         sides=tuple(alternatives(question)),

@@ -171,11 +171,19 @@ class Topics:
         return sum(_together(needed, [words]) for needed in topics)
 
     def unmentioned(
-        self, question: str, query_vector: Any, texts: list[str], spelled: bool = False
+        self,
+        question: str,
+        query_vector: Any,
+        texts: list[str],
+        spelled: bool = False,
+        joined: bool = False,
     ) -> str | None:
         """A topic the question names that none of `texts` mentions, if there is one; with
         `spelled`, also any topic it spells out word for word, however far the question as a
-        whole is from it ("papers on watermarking of audio" spells "audio").
+        whole is from it ("papers on watermarking of audio" spells "audio"). With `joined`,
+        the question asks for one piece of work on every topic it names, so two topics that
+        only different texts mention are lacking too ("graph neural networks for weather
+        forecasting", where one paper is on each).
 
         The question must name the topic itself (its words, generic ones aside): a topic
         that is only near the question ("oriented object detection" for one on open-world
@@ -208,6 +216,8 @@ class Topics:
             and self._short[i] <= short
             and not _together(self._needed[i], words)
         ]
+        if joined and len(raw) == 1 and not lacking:
+            return self._apart(question, candidates, asked, short, words)
         lacked_sides: set[int] = set()
         first = None
         shared = _distributed(question)
@@ -219,6 +229,38 @@ class Topics:
             lacked_sides |= {n for n, side in enumerate(sides) if needed <= side}
             first = first or phrase
         return first if first and len(lacked_sides) == len(sides) else None
+
+    def _apart(
+        self,
+        question: str,
+        near: list[int],
+        asked: set[str],
+        short: frozenset[str],
+        words: list[list[str]],
+    ) -> str | None:
+        """Two or more unrelated topics the question names (near it, or spelled out in two
+        words or more) that no single text mentions together, joined by "and"; else None."""
+        pool = dict.fromkeys([*near, *self._spelled(question, min_words=2)])
+        named = [
+            set(self._needed[i])
+            for i in pool
+            if self._needed[i] and set(self._needed[i]) <= asked and self._short[i] <= short
+        ]
+        phrases = {frozenset(self._needed[i]): self.phrases[i] for i in reversed(pool)}
+        # A topic inside another ("forecasting" in "weather forecasting") is that one; topics
+        # sharing a word ("federated learning", "federated fine-tuning") are one subject, not
+        # two to find together.
+        widest = [n for n in named if not any(n < m for m in named)]
+        unrelated = list(
+            dict.fromkeys(frozenset(n) for n in widest if not any(n & m for m in widest if m != n))
+        )
+        if len(unrelated) < 2:
+            return None
+        if any(all(_together(tuple(n), [w]) for n in unrelated) for w in words):
+            return None
+        order = _stems(question)
+        first = {n: min(order.index(w) if w in order else len(order) for w in n) for n in unrelated}
+        return " and ".join(phrases[n] for n in sorted(unrelated, key=first.__getitem__))
 
 
 def _short_words(text: str) -> frozenset[str]:

@@ -124,6 +124,13 @@ def test_a_request_for_reading_advice_does_not_require_each_topic_it_spells(
     assert advice.asks is Asks.RECOMMEND and not advice.spells_topics
 
 
+def test_topics_join_except_in_reading_advice_and_comparisons(vocab: Vocabulary) -> None:
+    assert parse("graph colouring with quantum annealers", vocab).joins_topics
+    assert parse("Which papers study graph colouring on GPUs?", vocab).joins_topics
+    assert not parse("I do graph colouring and SAT; what should I read?", vocab).joins_topics
+    assert not parse("How does graph colouring compare with SAT solving?", vocab).joins_topics
+
+
 def test_a_word_written_as_a_name_names_the_few_papers_that_write_it_so() -> None:
     llama = Paper("p5", "We fine-tune Llama checkpoints on grade-school math.")
     vocab = Vocabulary.build([*PAPERS, llama])

@@ -83,6 +83,36 @@ def test_topic_words_must_stand_together_in_a_paper() -> None:
     assert topics.unmentioned("neural architecture search on phones", q, [close]) is None
 
 
+def test_topics_asked_for_together_must_be_mentioned_together() -> None:
+    topics, q = topics_near("graph neural networks", "federated learning")
+    apart = ["Graph neural networks for molecules.", "Federated learning on phones."]
+    both = "graph neural networks trained by federated learning"
+    assert topics.unmentioned(both, q, apart, joined=True) == (
+        "graph neural networks and federated learning"
+    )
+    # Without `joined` (reading advice, comparisons) a paper on each is enough.
+    assert topics.unmentioned(both, q, apart) is None
+    one = [*apart, "Federated learning of graph neural networks across banks."]
+    assert topics.unmentioned(both, q, one, joined=True) is None
+    # Either side of an "or" may answer alone.
+    either = "graph neural networks or federated learning"
+    assert topics.unmentioned(either, q, apart, joined=True) is None
+
+
+def test_topics_sharing_a_word_are_one_subject() -> None:
+    # Topics sharing a word are one subject, found by a paper on either.
+    topics, q = topics_near("federated learning", "federated fine-tuning")
+    papers = ["Federated learning of adapters: we fine-tune on devices."]
+    question = "federated fine-tuning of adapters, federated learning style"
+    assert topics.unmentioned(question, q, papers, joined=True) is None
+    # Topics sharing none are two.
+    topics, q = topics_near("time series", "forecasting")
+    papers = ["Forecasting demand with transformers.", "A time series benchmark."]
+    assert topics.unmentioned("forecasting a time series", q, papers, joined=True) == (
+        "forecasting and time series"
+    )
+
+
 def test_generic_and_filler_words_need_not_be_repeated() -> None:
     topics, q = topics_near("diffusion-based large language models")
     paper = "Diffusion language models decode tokens in any order."
