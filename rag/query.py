@@ -259,6 +259,7 @@ class Vocabulary:
     # "guidance" -> {"Guidance"} (of "Guidance: ..."), "model" -> {"MODEL"} (coined)
     spellings: dict[str, set[str]] = field(default_factory=dict)
     capitalised: dict[str, set[str]] = field(default_factory=dict)  # "IPVRM" -> paper ids
+    families: dict[str, set[str]] = field(default_factory=dict)  # "Qwen" (of "Qwen3-8B") -> ids
     _text: str | None = None  # every title and abstract, lower-cased, joined on first use
     _counts: dict[str, int] = field(default_factory=dict)  # whole-word uses
     _substrings: dict[str, int] = field(default_factory=dict)  # uses inside any word
@@ -288,6 +289,8 @@ class Vocabulary:
                 v.spellings.setdefault(name, set()).add(spelled)
             for tok in set(_CAPITALISED.findall(f"{p.title} {p.abstract}")):
                 v.capitalised.setdefault(tok, set()).add(p.id)
+                for family in _families(tok):
+                    v.families.setdefault(family, set()).add(p.id)
         for track in v.tracks:
             if track:
                 area, _, sub = track.partition(" · ")
@@ -436,7 +439,13 @@ class Vocabulary:
             if ids and raw not in self.spellings.get(key, ()) and self.is_ordinary(key):
                 ids = []  # "papers that use sparse autoencoders" is not about "USE: ..."
             if not ids and raw[:1].isupper() and fold(raw) in inside:
-                ids = sorted(self.capitalised.get(raw, ()))
+                # "Llama-family models": the papers that write Llama, or CodeLlama-7b.
+                head = name_head(raw)
+                ids = sorted(
+                    self.capitalised.get(raw, set())
+                    | self.capitalised.get(head, set())
+                    | self.families.get(head, set())
+                )
             if not ids and subject and raw == subject.group(1):
                 # "What is X?": a capitalised name few papers use is what they share, even
                 # if no abstract says "we propose" it.
@@ -498,6 +507,26 @@ def _capitals(original: str) -> tuple[set[str], set[str], set[str]]:
     return capitalised, opening, acronyms
 
 
+def name_head(word: str) -> str:
+    """A name without the ordinary words hyphenated to it: "Llama-family" -> "Llama",
+    "GPT-4-based" -> "GPT-4"."""
+    return "-".join(p for p in word.split("-") if p[:1].isupper() or p[:1].isdigit()) or word
+
+
+def _families(name: str) -> set[str]:
+    """The names of model families a name carries, when they are not the name itself: the
+    letters it opens with, before a version ("Qwen3-1.7B" -> Qwen), and their capitalised
+    parts ("CodeLlama-7b" -> CodeLlama, Code, Llama)."""
+    head = _LETTERS.match(name)
+    if head is None:
+        return set()
+    return {head.group(), *_HUMP.findall(head.group())} - {name}
+
+
+_LETTERS = re.compile(r"[A-Za-z]+")
+_HUMP = re.compile(r"[A-Z][a-z]{2,}")
+
+
 def _names_inside(question: str) -> set[str]:
     """The folded words a question writes with a capital inside a sentence, filler aside:
     written as names ("does it beat Llama checkpoints?")."""
@@ -552,7 +581,7 @@ def parse(
     inside = _names_inside(question)
     proper = tuple(
         dict.fromkeys(
-            w
+            name_head(w)
             for w in WORD.findall(question)
             if w[:1].isupper() and fold(w) in inside and w not in names
         )

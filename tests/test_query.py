@@ -131,6 +131,17 @@ def test_topics_join_except_in_reading_advice_and_comparisons(vocab: Vocabulary)
     assert not parse("How does graph colouring compare with SAT solving?", vocab).joins_topics
 
 
+def test_a_model_family_names_the_papers_that_write_its_versions() -> None:
+    versions = Paper("p6", "We fine-tune Falcon2-11B and FalconMamba-7b on legal text.")
+    plain = Paper("p7", "A Falcon model compresses its cache.")
+    vocab = Vocabulary.build([*PAPERS, versions, plain])
+    assert set(parse("Which papers run Falcon models?", vocab).named) == {"p6", "p7"}
+    family = parse("Any results on Falcon-family models?", vocab)
+    assert set(family.named) == {"p6", "p7"} and family.proper == ("Falcon",)
+    # A version is its own name: it does not name the family's other papers.
+    assert parse("Does any paper use Falcon2-11B?", vocab).named == ("p6",)
+
+
 def test_a_word_written_as_a_name_names_the_few_papers_that_write_it_so() -> None:
     llama = Paper("p5", "We fine-tune Llama checkpoints on grade-school math.")
     vocab = Vocabulary.build([*PAPERS, llama])
