@@ -28,6 +28,7 @@ from rag.text import (
     contains,
     fold,
     mentions_name,
+    one_edit,
     phrase,
     tokens,
     word_list,
@@ -383,7 +384,7 @@ class Vocabulary:
         for first, last in itertools.pairwise(words):
             if len(last) > 3 and first not in FILLER:
                 known = self.author_tokens.get(first, ())
-                close = [a for a in known if _one_edit(_after(a, first), last)]
+                close = [a for a in known if one_edit(_after(a, first), last)]
                 if close:
                     return sorted(close), [first, last]
         framing = [i for i, w in enumerate(words) if w in QUESTION_WORDS]
@@ -468,16 +469,6 @@ def _after(name: str, token: str) -> str:
     parts = name.split()
     at = parts.index(token) if token in parts else len(parts)
     return parts[at + 1] if at + 1 < len(parts) else ""
-
-
-def _one_edit(a: str, b: str) -> bool:
-    """Whether `b` is `a` with one letter changed, left out or added."""
-    if a == b or abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
-    short, long = sorted((a, b), key=len)
-    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
 def _names_of(p: Paper) -> Iterable[tuple[str, str]]:

@@ -256,6 +256,8 @@ class Retriever:
         within: Iterable[str] | None = None,
     ) -> Query:
         """The question understood against the loaded collection (rag.query)."""
+        # Misspelt topic words are put right first, or neither search leg reads them.
+        question = self.topics.mend(question, self._vocab.uses)
         return parse(question, self._vocab, author, track, within)
 
     @property

@@ -92,6 +92,16 @@ def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> b
     return text_stems is not None and len(parts) > 1 and all(stem(p) in text_stems for p in parts)
 
 
+def one_edit(a: str, b: str) -> bool:
+    """Whether `b` is `a` with one letter changed, left out or added."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    short, long = sorted((a, b), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
 _ALNUM = re.compile(r"[a-z0-9]+")
 
 

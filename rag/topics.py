@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.text import QUESTION_WORDS, STOPWORDS, alternatives, fold, plain_words
+from rag.text import QUESTION_WORDS, STOPWORDS, alternatives, fold, one_edit, plain_words
 from rag.text import stems as _stems
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,11 @@ TOPICS_FILE = Path(__file__).with_name("topics.txt")
 GENERIC_SHARE = 0.04
 # How many other words may stand between a topic's words in a paper.
 WINDOW_SLACK = 2
+
+
+# A word shorter than this is too often another word one letter from a known one.
+MEND_MIN = 5
+_LOWER_WORD = re.compile(r"\b[a-z]+\b")
 
 
 def _words(text: str) -> list[str]:
@@ -63,6 +68,8 @@ class Topics:
         # Words too short for the word tests ("3D", "KV", "AI"): a question names the topic
         # only if it has them too, or "ai for research" would be named by "research" alone.
         self._short = [_short_words(p) for p in phrases]
+        # The words topics are spelled with, long enough to mend a misspelling towards.
+        self._vocabulary = {w for words in self._spellings for w in words if len(w) >= MEND_MIN}
 
     @classmethod
     def load(
@@ -156,6 +163,30 @@ class Topics:
             and f" {' '.join(words)} " in spelled
             and self._short[i] <= short
         ]
+
+    def mend(self, question: str, used: Callable[[str], int]) -> str:
+        """The question with each misspelt word put right, where the fix is certain: a word
+        no paper uses and no topic has, one letter from a word that makes the question spell
+        a topic of two words or more ("graph neural netwrks"). Anything else stays as
+        written: a rare word one letter from a common one is as often a word of its own."""
+        before = set(self._spelled(question, min_words=2))
+        out = question
+        for m in reversed(list(_LOWER_WORD.finditer(question))):
+            word = m.group()
+            base = word.removesuffix("s")
+            if len(base) < MEND_MIN or base in self._vocabulary:
+                continue
+            fixes = set()
+            for known in self._vocabulary:
+                if one_edit(known, base):
+                    fixed = f"{out[: m.start()]}{known}{word[len(base) :]}{out[m.end() :]}"
+                    spelled = set(self._spelled(fixed, min_words=2)) - before
+                    if any(known in self._spellings[i] for i in spelled):
+                        fixes.add(fixed)
+            # Counting the collection's words is the costly test: only for a word with a fix.
+            if len(fixes) == 1 and not used(word):
+                out = fixes.pop()
+        return out
 
     def text_stems(self, text: str) -> list[str]:
         # Every word counts towards the distance between a topic's words but the generic

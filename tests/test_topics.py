@@ -113,6 +113,20 @@ def test_topics_sharing_a_word_are_one_subject() -> None:
     )
 
 
+def test_a_misspelt_topic_word_is_put_right_only_when_the_fix_is_certain() -> None:
+    topics = Topics(PHRASES, np.eye(len(PHRASES), dtype=np.float32))
+    assert topics.mend("any federated lerning here?", lambda w: 0) == (
+        "any federated learning here?"
+    )
+    assert topics.mend("graph neural netwrks for proteins", lambda w: 0) == (
+        "graph neural networks for proteins"
+    )
+    # A word the collection uses is a word of its own.
+    assert topics.mend("any federated lerning here?", lambda w: 1) == "any federated lerning here?"
+    # A fix that spells no topic is no fix: "lerning" alone might be anything.
+    assert topics.mend("lerning curves of sheep", lambda w: 0) == "lerning curves of sheep"
+
+
 def test_generic_and_filler_words_need_not_be_repeated() -> None:
     topics, q = topics_near("diffusion-based large language models")
     paper = "Diffusion language models decode tokens in any order."
@@ -191,6 +205,15 @@ def test_seed_questions_on_uncovered_topics_abstain(retriever: Retriever) -> Non
     retriever.index.settings.search.topic_check = False
     r = retriever.retrieve(question)
     assert not r.abstained and r.hits
+
+
+@pytest.mark.slow
+def test_a_misspelt_topic_finds_its_papers(retriever: Retriever) -> None:
+    right = retriever.retrieve("papers built on sparse autoencoders")
+    wrong = retriever.retrieve("papers built on sparse autoencodrs")
+    assert not wrong.abstained and wrong.parsed is not None
+    assert wrong.parsed.text == "papers built on sparse autoencoders"
+    assert [h.paper.id for h in wrong.hits] == [h.paper.id for h in right.hits]
 
 
 @pytest.mark.slow
