@@ -176,6 +176,9 @@ def test_a_quoted_phrase_names_the_papers_that_use_it(vocab: Vocabulary) -> None
 def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
     assert parse("What batch size did TimeSAE use?", vocab).full_text_detail == "batch size"
     assert parse("Why does the batch size matter?", vocab).full_text_detail == ""
+    # Architecture hyperparameters too.
+    q = parse("How many attention heads, and what hidden dimension, does TimeSAE have?", vocab)
+    assert q.full_text_detail == "hidden dimension"
 
 
 def test_what_a_how_many_question_counts(vocab: Vocabulary) -> None:
