@@ -30,6 +30,9 @@ from rag.text import (
     mentions_name,
     one_edit,
     phrase,
+    plain_words,
+    stem,
+    stems,
     tokens,
     word_list,
 )
@@ -201,6 +204,7 @@ class Query:
     names: tuple[str, ...] = ()  # name-shaped tokens it uses (BLEU, GPT-2, AlphaFold)
     proper: tuple[str, ...] = ()  # other words it writes as names, inside a sentence (Minecraft)
     unknown_name: str = ""  # one of `names` that no title or abstract contains
+    unseen_name: str = ""  # one of `names` with a word no title or abstract writes at all
     sides: tuple[str, ...] = ()  # the alternatives of an "A or B" question
     full_text_detail: str = ""  # a detail only full papers state ("batch size")
     counted: tuple[str, ...] = ()  # what a "how many" question counts ("robot arms")
@@ -262,6 +266,7 @@ class Vocabulary:
     capitalised: dict[str, set[str]] = field(default_factory=dict)  # "IPVRM" -> paper ids
     families: dict[str, set[str]] = field(default_factory=dict)  # "Qwen" (of "Qwen3-8B") -> ids
     _text: str | None = None  # every title and abstract, lower-cased, joined on first use
+    _stems: set[str] | None = None  # their words' stems, on first use
     _counts: dict[str, int] = field(default_factory=dict)  # whole-word uses
     _substrings: dict[str, int] = field(default_factory=dict)  # uses inside any word
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -463,6 +468,28 @@ class Vocabulary:
         text = self.text()
         return next((n for n in names if not mentions_name(text, n)), "")
 
+    def unseen_name(self, names: Iterable[str]) -> str:
+        """A name with a word no title or abstract writes in any form, alone or in a compound
+        ("Zorblax-KV"; not "PPO-vs-CFR", whose words all occur): nothing indexed is about it."""
+        text = self.text()
+        said = self.stems()
+        return next(
+            (
+                n
+                for n in names
+                if not mentions_name(text, n) and any(stem(w) not in said for w in plain_words(n))
+            ),
+            "",
+        )
+
+    def stems(self) -> set[str]:
+        """The stems of every word of the titles and abstracts."""
+        if self._stems is None:
+            text = self.text()  # takes the lock itself
+            with self._lock:
+                self._stems = set(stems(text))
+        return self._stems
+
 
 def _after(name: str, token: str) -> str:
     """The word of a folded name after `token` ("" if none)."""
@@ -591,6 +618,7 @@ def parse(
         joins_topics=asks not in (Asks.RECOMMEND, Asks.COMPARE),
         names=names,
         unknown_name=vocab.unknown_name(names) if names else "",
+        unseen_name=vocab.unseen_name(names) if names else "",
         sides=tuple(alternatives(question)),
         # A "why" question asks for an explanation, which abstracts give; a detail it names
         # is its subject, not what it asks for.

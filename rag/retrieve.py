@@ -328,6 +328,8 @@ class Retriever:
                 f"no indexed paper lists {q.unknown_author!r} as an author",
                 "author",
             )
+        if mode == "hybrid" and q.unseen_name and self.index.settings.search.topic_check:
+            return Retrieval(text, [], True, f"no indexed paper mentions {q.unseen_name!r}", mode)
         allowed: set[str] | None = None
         authors: list[str] = []
         tracks: list[str] = list(q.tracks) if meta else []

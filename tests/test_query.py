@@ -116,6 +116,15 @@ def test_names_papers_and_unknown_names(vocab: Vocabulary) -> None:
     assert parse("Does any paper use AlphaFold?", vocab).unknown_name == "AlphaFold"
 
 
+def test_a_name_with_a_word_no_paper_writes_is_unseen(vocab: Vocabulary) -> None:
+    q = parse("How does Zorblax-SAE encode time series?", vocab)
+    assert q.unknown_name == q.unseen_name == "Zorblax-SAE"
+    # Every word of it is written somewhere, in some form: unknown, yet not unseen.
+    q = parse("How does Sparse-Variance encode time series?", vocab)
+    assert q.unknown_name == "Sparse-Variance" and q.unseen_name == ""
+    assert parse("What is TimeSAE?", vocab).unseen_name == ""
+
+
 def test_a_request_for_reading_advice_does_not_require_each_topic_it_spells(
     vocab: Vocabulary,
 ) -> None:

@@ -224,6 +224,9 @@ def test_questions_about_names_no_paper_mentions_abstain(retriever: Retriever) -
     # (the fitted model may still find a short one too far from every paper).
     for known in ("How do MLLMs handle corrupted images?", "What does Motion-R1 generate?"):
         assert not retriever.retrieve(known).abstained, known
+    # A name with a word no paper writes is decided before any search.
+    unseen = retriever.retrieve("How does Zorblax-KV compress the KV cache?")
+    assert unseen.abstained and unseen.reason == "no indexed paper mentions 'Zorblax-KV'"
     sae = retriever.retrieve("Which papers train SAEs on vision models?")
     assert sae.signals["unknown_name"] == 0.0 and "SAEs" not in sae.reason
     retriever.index.settings.search.topic_check = False
