@@ -115,7 +115,14 @@ def plain_words(text: str, drop: frozenset[str] = STOPWORDS) -> list[str]:
 def stem(word: str) -> str:
     """The Snowball (Porter 2) stem, from the stemmer BM25 uses too: "robustness" and
     "robust", "watermarking" and "watermark" meet, "exploit" and "exploration" do not."""
+    # An acronym's plural ("LLMs", "GNNs") is its singular; Snowball strips no "s" from a
+    # word without a vowel.
+    if len(word) > 2 and word.endswith("s") and not _VOWEL.search(word[:-1]):
+        word = word[:-1]
     return _snowball().stemWord(word)
+
+
+_VOWEL = re.compile(r"[aeiouy]")
 
 
 @lru_cache(maxsize=1)

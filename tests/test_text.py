@@ -44,6 +44,9 @@ def test_one_stemmer_merges_forms_of_a_word_only() -> None:
     assert stem("watermarking") == stem("watermark")
     assert stem("exploration") != stem("exploit")
     assert stems("Watermarking of the images") == [stem("watermarking"), stem("images")]
+    # An acronym's plural is its singular; a short word is left as it is.
+    assert stem("llms") == stem("llm") and stem("gnns") == stem("gnn")
+    assert stem("this") == "this" and stem("gas") == "gas"
 
 
 def test_sentences_keep_abbreviations_whole() -> None:
