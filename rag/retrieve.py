@@ -507,11 +507,16 @@ class Retriever:
         texts = [f"{self.papers[p].title} {self.papers[p].abstract}" for p in allowed]
         topics = abstain.topics_at(self.topics, self.abstention.near_topic)
         # Its words other than the author's name or the track's ("Theory" in "Deep Learning ·
-        # Theory" names the track, not a topic its papers lack); they ask for the author's or
-        # the track's papers on a topic, so a topic they spell out is required.
+        # Theory" names the track, not a topic its papers lack). Only a topic it is about
+        # counts, not one it merely spells: its asker describes a few papers in their own
+        # words ("irregular time series" for "irregularly sampled sequences").
         own = {w for t in q.tracks for w in tokens(t)}
         words = [w for w in q.topical if w not in own]
-        if topic := topics.unmentioned(" ".join(words), vector, texts, spelled=True):
+        # Nearness is judged on those words: an author's name moves the question's vector.
+        asked = " ".join(words)
+        if topic := topics.unmentioned(
+            asked, self.index.query_model.get_query_embedding(asked), texts
+        ):
             return topic
         # A topic the background list lacks: none of its words (as a follow-up reads them)
         # nor a name it uses is in any of those papers.

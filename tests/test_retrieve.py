@@ -142,6 +142,10 @@ def test_an_authors_papers_must_mention_the_topic_asked_of_them(
     assert r.abstained and "graph neural network" in r.reason and "Akata" in r.reason
     r = real_retriever.retrieve("Which of Zeynep Akata's papers use sparse autoencoders?")
     assert not r.abstained and "TimeSAE" in names(r)
+    # A topic the question only spells, in its asker's words, is no evidence.
+    paraphrase = "Did Luke Thompson model irregular time series with differential equations?"
+    r = real_retriever.retrieve(paraphrase)
+    assert not r.abstained and r.hits and r.authors == ["Luke Thompson"]
     # A topic the background list lacks, none of whose words her papers use.
     r = real_retriever.retrieve("What did Zeynep Akata propose for crop irrigation?")
     assert r.abstained and "crop irrigation" in r.reason
