@@ -477,7 +477,10 @@ class Vocabulary:
             (
                 n
                 for n in names
-                if not mentions_name(text, n) and any(stem(w) not in said for w in plain_words(n))
+                if not mentions_name(text, n)
+                and any(
+                    said.isdisjoint({stem(w), stem(w.removesuffix("s"))}) for w in plain_words(n)
+                )
             ),
             "",
         )

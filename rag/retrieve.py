@@ -328,7 +328,10 @@ class Retriever:
                 f"no indexed paper lists {q.unknown_author!r} as an author",
                 "author",
             )
-        if mode == "hybrid" and q.unseen_name and self.index.settings.search.topic_check:
+        # A question that names papers, or follows up on some, is answered with them and what
+        # they lack (_unstated).
+        unseen = q.unseen_name and not q.named and q.within is None
+        if mode == "hybrid" and unseen and self.index.settings.search.topic_check:
             return Retrieval(text, [], True, f"no indexed paper mentions {q.unseen_name!r}", mode)
         allowed: set[str] | None = None
         authors: list[str] = []
