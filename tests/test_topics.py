@@ -196,7 +196,7 @@ def retriever(seed_readonly: Settings) -> Retriever:
 @pytest.mark.slow
 def test_seed_questions_on_uncovered_topics_abstain(retriever: Retriever) -> None:
     # Close enough to a quantization-free LLM paper that relevance alone answers it.
-    question = "post-training 4-bit weight quantization of large language models"
+    question = "post-training weight quantization of large language models"
     r = retriever.retrieve(question)
     assert r.abstained and r.hits == []
     assert "post-training quantization" in r.reason
