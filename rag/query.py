@@ -445,13 +445,11 @@ class Vocabulary:
             if ids and raw not in self.spellings.get(key, ()) and self.is_ordinary(key):
                 ids = []  # "papers that use sparse autoencoders" is not about "USE: ..."
             if not ids and raw[:1].isupper() and fold(raw) in inside:
-                # "Llama-family models": the papers that write Llama, or CodeLlama-7b.
-                head = name_head(raw)
-                ids = sorted(
-                    self.capitalised.get(raw, set())
-                    | self.capitalised.get(head, set())
-                    | self.families.get(head, set())
-                )
+                # The papers that write the name, or a version of it ("Qwen": Qwen3-8B); a name
+                # none writes may carry an ordinary word ("Llama-family": Llama, CodeLlama-7b).
+                ids = sorted(self.capitalised.get(raw, set()) | self.families.get(raw, set()))
+                if not ids and (head := name_head(raw)) != raw:
+                    ids = sorted(self.capitalised.get(head, set()) | self.families.get(head, set()))
             if not ids and subject and raw == subject.group(1):
                 # "What is X?": a capitalised name few papers use is what they share, even
                 # if no abstract says "we propose" it.

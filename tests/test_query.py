@@ -149,6 +149,10 @@ def test_a_model_family_names_the_papers_that_write_its_versions() -> None:
     assert set(family.named) == {"p6", "p7"} and family.proper == ("Falcon",)
     # A version is its own name: it does not name the family's other papers.
     assert parse("Does any paper use Falcon2-11B?", vocab).named == ("p6",)
+    # Nor does a compound that papers write whole.
+    tuned = Paper("p8", "Our Falcon-tuned adapters transfer across tasks.")
+    vocab = Vocabulary.build([*PAPERS, versions, plain, tuned])
+    assert parse("Do Falcon-tuned adapters transfer?", vocab).named == ("p8",)
 
 
 def test_a_word_written_as_a_name_names_the_few_papers_that_write_it_so() -> None:
