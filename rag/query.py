@@ -663,6 +663,9 @@ def parse(
             cue = whole or any(w in _TRACK_CUES for w in words) or POSITION_TRACK in track_hit
             if cue or not rest:
                 tracks, topical = track_hit, rest
+    # A track or an author written in quotes or with capitals is that filter, not a name.
+    meta = set(used if authors else ()) | set(track_used if tracks else ())
+    names = tuple(n for n in q.names if not set(tokens(n)) <= meta)
     return replace(
         q,
         topical=tuple(topical),
@@ -670,4 +673,8 @@ def parse(
         tracks=tuple(tracks),
         unknown_author=unknown_author,
         named=tuple(named),
+        names=names,
+        proper=tuple(w for w in q.proper if not set(tokens(w)) <= meta),
+        unknown_name=vocab.unknown_name(names) if names != q.names else q.unknown_name,
+        unseen_name=vocab.unseen_name(names) if names != q.names else q.unseen_name,
     )

@@ -116,6 +116,15 @@ def test_names_papers_and_unknown_names(vocab: Vocabulary) -> None:
     assert parse("Does any paper use AlphaFold?", vocab).unknown_name == "AlphaFold"
 
 
+def test_a_track_or_author_in_quotes_is_the_filter_not_a_name(vocab: Vocabulary) -> None:
+    q = parse("everything in the 'Deep Learning · Theory' track", vocab)
+    assert q.tracks == ("Deep Learning · Theory",)
+    assert q.names == () and q.unknown_name == "" and q.proper == ()
+    q = parse('what has "Quentin Bouniot" written on "ZorbNet"?', vocab)
+    assert q.authors == ("quentin bouniot",) and q.names == ("ZorbNet",)
+    assert q.unknown_name == "ZorbNet"
+
+
 def test_a_name_with_a_word_no_paper_writes_is_unseen(vocab: Vocabulary) -> None:
     q = parse("How does Zorblax-SAE encode time series?", vocab)
     assert q.unknown_name == q.unseen_name == "Zorblax-SAE"
