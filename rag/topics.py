@@ -68,8 +68,13 @@ class Topics:
         # Words too short for the word tests ("3D", "KV", "AI"): a question names the topic
         # only if it has them too, or "ai for research" would be named by "research" alone.
         self._short = [_short_words(p) for p in phrases]
-        # The words topics are spelled with, long enough to mend a misspelling towards.
+        # The words topics are spelled with, long enough to mend a misspelling towards, found
+        # by their one-letter deletions: two words one edit apart share one.
         self._vocabulary = {w for words in self._spellings for w in words if len(w) >= MEND_MIN}
+        self._deletions: dict[str, set[str]] = {}
+        for w in self._vocabulary:
+            for key in _deletions(w):
+                self._deletions.setdefault(key, set()).add(w)
 
     @classmethod
     def load(
@@ -177,7 +182,8 @@ class Topics:
             if len(base) < MEND_MIN or base in self._vocabulary:
                 continue
             fixes = set()
-            for known in self._vocabulary:
+            near = {w for key in _deletions(base) for w in self._deletions.get(key, ())}
+            for known in sorted(near):
                 if one_edit(known, base):
                     fixed = f"{out[: m.start()]}{known}{word[len(base) :]}{out[m.end() :]}"
                     spelled = set(self._spelled(fixed, min_words=2)) - before
@@ -292,6 +298,11 @@ class Topics:
         order = _stems(question)
         first = {n: min(order.index(w) if w in order else len(order) for w in n) for n in unrelated}
         return " and ".join(phrases[n] for n in sorted(unrelated, key=first.__getitem__))
+
+
+def _deletions(word: str) -> set[str]:
+    """The word and each spelling of it with one letter left out."""
+    return {word, *(word[:i] + word[i + 1 :] for i in range(len(word)))}
 
 
 def _short_words(text: str) -> frozenset[str]:
