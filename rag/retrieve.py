@@ -512,7 +512,7 @@ class Retriever:
         # Its words other than the author's name or the track's ("Theory" in "Deep Learning ·
         # Theory" names the track, not a topic its papers lack). Only a topic it is about
         # counts, not one it merely spells: its asker describes a few papers in their own
-        # words ("irregular time series" for "irregularly sampled sequences").
+        # words ("irregular time series" for "unevenly sampled signals").
         own = {w for t in q.tracks for w in tokens(t)}
         words = [w for w in q.topical if w not in own]
         # Nearness is judged on those words: an author's name moves the question's vector.
