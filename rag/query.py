@@ -23,7 +23,6 @@ from rag.text import (
     QUESTION_WORDS,
     STOPWORDS,
     WORD,
-    alternatives,
     coined_tokens,
     contains,
     fold,
@@ -156,6 +155,7 @@ _FULL_TEXT = re.compile(
     + r")\b",
     re.IGNORECASE,
 )
+_AND = re.compile(r"\s*(?:\band\b|&)\s*", re.IGNORECASE)
 _WHY = re.compile(r"\s*(?:why|how come)\b", re.IGNORECASE)
 # "What error rate does X reach ...": the words of the result asked for. Only verbs that
 # report a result: "what purpose does X serve?" asks for no figure.
@@ -204,7 +204,9 @@ class Query:
     proper: tuple[str, ...] = ()  # other words it writes as names, inside a sentence (Minecraft)
     unknown_name: str = ""  # one of `names` that no title or abstract contains
     unseen_name: str = ""  # one of `names` with a word no title or abstract writes at all
-    sides: tuple[str, ...] = ()  # the alternatives of an "A or B" question
+    # The wording the topic check reads: reading advice lists the parts of a field with
+    # "and" ("game AI and multi-agent RL"), any one of which a paper may answer.
+    topic_text: str = ""
     full_text_detail: str = ""  # a detail only full papers state ("batch size")
     counted: tuple[str, ...] = ()  # what a "how many" question counts ("robot arms")
     measured: tuple[str, ...] = ()  # the result "what X does ... reach" asks for ("error rate")
@@ -620,7 +622,7 @@ def parse(
         names=names,
         unknown_name=vocab.unknown_name(names) if names else "",
         unseen_name=vocab.unseen_name(names) if names else "",
-        sides=tuple(alternatives(question)),
+        topic_text=_AND.sub(" or ", question) if asks is Asks.RECOMMEND else question,
         # A "why" question asks for an explanation, which abstracts give; a detail it names
         # is its subject, not what it asks for.
         full_text_detail="" if _WHY.match(question) or not detail else detail.group(0),

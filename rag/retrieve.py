@@ -585,7 +585,7 @@ class Retriever:
             def lacking(cutoff: float) -> str | None:
                 topics = abstain.topics_at(self.topics, cutoff)
                 return topics.unmentioned(
-                    q.text, vector, texts, q.spells_topics, joined=q.joins_topics
+                    q.topic_text, vector, texts, q.spells_topics, joined=q.joins_topics
                 )
 
             def unknown() -> str | None:

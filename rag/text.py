@@ -195,7 +195,8 @@ def split_sentences(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-_OR = re.compile(r"\bor\b", re.IGNORECASE)
+# "or", and a slash set apart from its words ("vision-language / multimodal models").
+_OR = re.compile(r"\bor\b|\s/\s?|\s?/\s", re.IGNORECASE)
 
 
 def alternatives(text: str) -> list[str]:

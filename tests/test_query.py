@@ -149,6 +149,13 @@ def test_topics_join_except_in_reading_advice_and_comparisons(vocab: Vocabulary)
     assert not parse("How does graph colouring compare with SAT solving?", vocab).joins_topics
 
 
+def test_reading_advice_lists_the_parts_of_a_field_as_alternatives(vocab: Vocabulary) -> None:
+    advice = parse("I do graph colouring and SAT; what should I read?", vocab)
+    assert advice.topic_text == "I do graph colouring or SAT; what should I read?"
+    topic = parse("Which papers study graph colouring and SAT?", vocab)
+    assert topic.topic_text == topic.text
+
+
 def test_a_model_family_names_the_papers_that_write_its_versions() -> None:
     versions = Paper("p6", "We fine-tune Falcon2-11B and FalconMamba-7b on legal text.")
     plain = Paper("p7", "A Falcon model compresses its cache.")

@@ -47,6 +47,15 @@ def test_either_side_of_an_or_may_answer() -> None:
     assert topics.unmentioned("concept erasure, or not?", q, [unlearning]) == "concept erasure"
 
 
+def test_a_slash_set_apart_is_an_or() -> None:
+    topics, q = topics_near("concept erasure", "federated learning")
+    unlearning = "We make language models forget facts: machine unlearning without retraining."
+    assert topics.unmentioned("federated learning / machine unlearning", q, [unlearning]) is None
+    assert topics.unmentioned("federated learning and machine unlearning", q, [unlearning]) == (
+        "federated learning"
+    )
+
+
 def test_an_or_shares_a_phrase_only_between_single_words() -> None:
     topics, q = topics_near("image watermark")
     papers = [
