@@ -346,7 +346,15 @@ class Answerer:
         if on_sources:
             on_sources(answer.sources)
         answer.shape = shape_for(result)
-        if result.abstained and result.unstated:
+        if result.abstained and result.premise and result.hits:
+            self._abstain(
+                answer,
+                result.reason,
+                f"The abstract of {result.hits[0].paper.display_name} never mentions "
+                f"{result.premise}, so nothing indexed says it does that. The paper is listed "
+                "below.",
+            )
+        elif result.abstained and result.unstated:
             self._abstain(
                 answer,
                 result.reason,

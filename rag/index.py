@@ -1079,6 +1079,20 @@ class PaperIndex:
 
     # ------------------------------------------------------------------ dense search
 
+    def nearer_half(self, vector: list[float]) -> set[str]:
+        """The papers with a passage among the nearer half of the store's passages to
+        `vector` (chunk ids are "<paper id>#<n>")."""
+        n = self.count_chunks() // 2
+        if n == 0:
+            return set()
+        with self.reaching_store():
+            got: Any = self.collection.query(
+                query_embeddings=[vector],  # type: ignore[arg-type]
+                n_results=n,
+                include=[],
+            )
+        return {str(i).rpartition("#")[0] for i in got["ids"][0]}
+
     def dense_search(
         self, query: str, k: int = 5, where: dict[str, Any] | None = None
     ) -> list[Hit]:

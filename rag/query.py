@@ -205,7 +205,7 @@ class Query:
     unknown_name: str = ""  # one of `names` that no title or abstract contains
     unseen_name: str = ""  # one of `names` with a word no title or abstract writes at all
     # The wording the topic check reads: reading advice lists the parts of a field with
-    # "and" ("game AI and multi-agent RL"), any one of which a paper may answer.
+    # "and" ("graph colouring and SAT solvers"), any one of which a paper may answer.
     topic_text: str = ""
     full_text_detail: str = ""  # a detail only full papers state ("batch size")
     counted: tuple[str, ...] = ()  # what a "how many" question counts ("robot arms")

@@ -69,6 +69,7 @@ class Retrieval:
     total: int = 0  # papers that match when the question wants all of them (0: not counted)
     topics: list[str] = field(default_factory=list)  # the topics those papers mention
     unstated: str = ""  # what it asks for that the papers it is about do not state
+    premise: str = ""  # a topic it asks of the paper it names, which that paper never says
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -461,6 +462,19 @@ class Retriever:
             whose = f"{', '.join(authors)}'s papers" if authors else "the track's papers"
             reason = f"the question is about {lacking!r}; none of {whose} mention it"
             return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
+        if (
+            mode == "hybrid"
+            and len(named) == 1
+            and len(q.named) == 1
+            and not (q.authors or q.tracks)
+            and q.asks in (Asks.EXPLAIN, Asks.DETAIL, Asks.TOPIC)
+            and self.index.settings.search.topic_check
+            and (premise := self._false_premise(q, named[0]))
+        ):
+            reason = f"the paper the question names never mentions {premise!r}"
+            return Retrieval(
+                query, hits, True, reason, mode, authors, tracks, signals=signals, premise=premise
+            )
         if mode == "hybrid" and (unstated := self._unstated(q, named, hits)):
             reason = f"the question asks for {unstated!r}, which " + (
                 "the abstracts of the papers it names do not state"
@@ -566,6 +580,20 @@ class Retriever:
         if asked and q.measured and not any(states_value(t, q.measured) for t in written):
             return " ".join(q.measured)
         return ""
+
+    def _false_premise(self, q: Query, pid: str) -> str:
+        """A topic the question asks of the one paper it names ("how does X use
+        reinforcement learning?") that the paper's title and abstract never say, in any
+        form, and to which the paper is further than half the collection is. A topic the
+        paper is near without saying it is what it is about ("deep learning" of a paper
+        that explains what time-series classifiers predict), not a premise it fails to
+        bear. Comparisons and yes/no questions bring other topics up to set against it."""
+        paper = self.papers[pid]
+        topic = self.topics.unsaid(q.text, f"{paper.title} {paper.abstract}")
+        if not topic:
+            return ""
+        near = self.index.nearer_half(self.index.query_model.get_query_embedding(topic))
+        return topic if near and pid not in near else ""
 
     def _abstention_check(
         self,

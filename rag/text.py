@@ -195,7 +195,7 @@ def split_sentences(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-# "or", and a slash set apart from its words ("vision-language / multimodal models").
+# "or", and a slash set apart from its words ("graph colouring / SAT solving").
 _OR = re.compile(r"\bor\b|\s/\s?|\s?/\s", re.IGNORECASE)
 
 

@@ -20,13 +20,13 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rag.text import QUESTION_WORDS, STOPWORDS, alternatives, fold, one_edit, plain_words
+from rag.text import QUESTION_WORDS, STOPWORDS, alternatives, fold, one_edit, plain_words, stem
 from rag.text import stems as _stems
 
 log = logging.getLogger(__name__)
@@ -39,9 +39,15 @@ GENERIC_SHARE = 0.04
 WINDOW_SLACK = 2
 
 
+# The longest acronym spelled out by initials ("graph neural network" -> "gnn"): longer runs
+# of words spell an acronym only by chance.
+ACRONYM_MAX = 4
+
 # A word shorter than this is too often another word one letter from a known one.
 MEND_MIN = 5
 _LOWER_WORD = re.compile(r"\b[a-z]+\b")
+_ALNUM = re.compile(r"[a-z0-9]+")
+_CHUNK = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 def _words(text: str) -> list[str]:
@@ -68,6 +74,17 @@ class Topics:
         # Words too short for the word tests ("3D", "KV", "AI"): a question names the topic
         # only if it has them too, or "ai for research" would be named by "research" alone.
         self._short = [_short_words(p) for p in phrases]
+        # The acronyms the list itself spells out in other topics ("moe" and "mixture of
+        # experts"): a short word no topic spells out is as likely a word as an acronym.
+        short = {w for needed in self._needed for w in needed if len(w) <= ACRONYM_MAX}
+        # Each with the words it stands for: a text that writes "LLM" says "language".
+        self._acronyms: dict[str, set[str]] = {}
+        for p in phrases:
+            raw = _ALNUM.findall(fold(p))
+            for i in range(len(raw)):
+                for a in _initials(raw, i, short):
+                    run = raw[i : i + len(a)]
+                    self._acronyms.setdefault(a, set()).update(stem(w) for w in run)
         # The words topics are spelled with, long enough to mend a misspelling towards, found
         # by their one-letter deletions: two words one edit apart share one.
         self._vocabulary = {w for words in self._spellings for w in words if len(w) >= MEND_MIN}
@@ -199,6 +216,23 @@ class Topics:
         # ones: "diffusion-based large language models" says "diffusion language models".
         return [w for w in _stems(text, frozenset()) if w not in self._generic]
 
+    def said(self, text: str) -> set[str]:
+        """Every stem `text` says, in any form: its words, a hyphenated compound's closed
+        form ("pre-training" says "pretraining") and the acronyms that runs of its words
+        spell ("large language models" says "llm")."""
+        raw: list[str] = []
+        out: set[str] = set()
+        for chunk in _CHUNK.findall(fold(text)):
+            parts = chunk.split("-")
+            raw += parts
+            out.add(stem("".join(parts)))
+        out.update(stem(w) for w in raw)
+        for i in range(len(raw)):
+            out.update(_initials(raw, i, self._acronyms))
+        for acronym in out & self._acronyms.keys():
+            out |= self._acronyms[acronym]
+        return out
+
     def mentioned(self, topics: list[tuple[str, ...]], text: str) -> int:
         """How many of `topics` `text` has the words of, close together."""
         return self.mentioned_in(topics, self.text_stems(text))
@@ -267,6 +301,16 @@ class Topics:
             first = first or phrase
         return first if first and len(lacked_sides) == len(sides) else None
 
+    def unsaid(self, question: str, text: str) -> str | None:
+        """A topic the question spells out of which `text` says no word at all, in any
+        form ("reinforcement learning" of a paper that never says "reinforcement")."""
+        said = self.said(text)
+        spelled = sorted(self._spelled(question, min_words=1), key=lambda i: -len(self._needed[i]))
+        for i in spelled:
+            if not any(_says(said, word) for word in self._needed[i]):
+                return self.phrases[i]
+        return None
+
     def _apart(
         self,
         question: str,
@@ -298,6 +342,31 @@ class Topics:
         order = _stems(question)
         first = {n: min(order.index(w) if w in order else len(order) for w in n) for n in unrelated}
         return " and ".join(phrases[n] for n in sorted(unrelated, key=first.__getitem__))
+
+
+def _says(said: set[str], word: str) -> bool:
+    # A stem opens a longer one its text writes: "math" is said by "mathematical".
+    return word in said or any(w.startswith(word) for w in said)
+
+
+def _initials(raw: list[str], i: int, acronyms: Collection[str]) -> list[str]:
+    """The acronyms in `acronyms` that runs of words from raw[i] spell by their initials
+    ("graph neural network" -> "gnn"); a run opens and closes on a word that is no function
+    word ("of", "the")."""
+    if _function_word(raw[i]):
+        return []
+    out = []
+    for n in range(2, ACRONYM_MAX + 1):
+        run = raw[i : i + n]
+        if len(run) < n or _function_word(run[-1]):
+            continue
+        if (initials := "".join(w[0] for w in run)) in acronyms:
+            out.append(initials)
+    return out
+
+
+def _function_word(word: str) -> bool:
+    return len(word) <= 3 and word in STOPWORDS
 
 
 def _deletions(word: str) -> set[str]:

@@ -196,6 +196,14 @@ def test_full_text_details_are_not_invented(seed_readonly: Settings) -> None:
     assert backend.prompts and "full papers" not in why.text and why.reason != answer.reason
 
 
+def test_a_false_premise_about_a_named_paper_is_not_answered(seed_readonly: Settings) -> None:
+    a, backend = answerer(seed_readonly, "TimeSAE removes watermarks [1].")
+    answer = a.ask("How does TimeSAE handle image watermarking?")
+    assert answer.abstained and backend.prompts == []
+    assert answer.text.startswith("The abstract of TimeSAE never mentions watermarking")
+    assert [s.paper.display_name for s in answer.sources][:1] == ["TimeSAE"]
+
+
 def test_the_model_is_never_asked_to_refuse(fake_seed: Settings) -> None:
     a, backend = answerer(fake_seed, "SOTAlign aligns vision and language models [1].")
     a.ask("What is SOTAlign?")

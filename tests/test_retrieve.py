@@ -135,6 +135,23 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     assert r.abstained and r.unstated == "GPUs" and r.mode == "filtered"
 
 
+def test_a_topic_the_named_paper_never_says_is_a_false_premise(
+    real_retriever: Retriever,
+) -> None:
+    r = real_retriever.retrieve("How does TimeSAE handle image watermarking?")
+    assert r.abstained and r.premise == "watermarking" and names(r)[0] == "TimeSAE"
+    # A field the paper is in without saying so is what it is about, not a false premise;
+    # a comparison brings other topics up to set against it.
+    for fine in (
+        "What makes FS-DFM speed up LLM generation?",
+        "How is TimeSAE used to explain deep learning models?",
+        "How does TimeSAE compare with image watermarking?",
+    ):
+        assert not real_retriever.retrieve(fine).abstained, fine
+    real_retriever.index.settings.search.topic_check = False
+    assert not real_retriever.retrieve("How does TimeSAE handle image watermarking?").abstained
+
+
 def test_an_authors_papers_must_mention_the_topic_asked_of_them(
     real_retriever: Retriever,
 ) -> None:

@@ -56,6 +56,22 @@ def test_a_slash_set_apart_is_an_or() -> None:
     )
 
 
+def test_a_text_says_a_word_in_any_form() -> None:
+    topics = Topics(PHRASES, np.eye(len(PHRASES), dtype=np.float32))
+    said = topics.said("Large language models, mixture-of-experts layers and GNNs.")
+    # Acronyms the topic list spells out, both ways, and a compound's closed form.
+    assert {"llm", "moe", "mixtureofexpert", "gnn", "graph", "neural", "network"} <= said
+    aligned = "We align LLMs with human feedback."
+    assert topics.unsaid("How does it use reinforcement learning?", aligned) == (
+        "reinforcement learning"
+    )
+    # One word of a topic said anywhere is enough: the asker arranges the words their way.
+    assert topics.unsaid("How does it help LLM safety?", "On the safety of language models.")
+    assert topics.unsaid("How does it help LLM safety?", "The safety of LLMs.") is None
+    assert topics.unsaid("How does it make language models safer?", aligned) is None
+    assert topics.unsaid("How does it solve math problems?", "Mathematical reasoning.") is None
+
+
 def test_an_or_shares_a_phrase_only_between_single_words() -> None:
     topics, q = topics_near("image watermark")
     papers = [
