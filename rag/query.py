@@ -47,9 +47,14 @@ NAME_REACH = 3
 # subject area; their titles ("Position: ...") or abstracts say what they are.
 POSITION_TRACK = "Position papers"
 _POSITION = re.compile(r"^\s*position\s*:|\bposition papers?\b", re.IGNORECASE)
-_TRACK_CUES = frozenset(
-    {"track", "tracks", "area", "areas", "subarea", "subareas", "category", "filed", "submitted"}
-)
+_TRACK_CUES = frozenset({"track", "tracks", "area", "areas", "category", "filed", "submitted"})
+
+
+def _track_cue(word: str) -> bool:
+    # "subarea", "sub-track": a subarea is named as its track is.
+    return word in _TRACK_CUES or word.removeprefix("sub").removeprefix("-") in _TRACK_CUES
+
+
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
 # A phrase the question puts in quotes ("what do they mean by 'token dropping'?"); past 80
 # characters a quote is a passage, not a name.
@@ -409,6 +414,19 @@ class Vocabulary:
         return [], []
 
     def find_tracks(self, words: list[str]) -> tuple[list[str], list[str]]:
+        """Tracks the words name, and the words used: a track whose area and subarea both
+        appear apart ("Social Aspects papers in Safety") is that track; otherwise the
+        longest name of a track, area or subarea they contain."""
+        both: list[str] = []
+        used: list[str] = []
+        for track, _parts in self.track_parts:
+            area, _, sub = track.partition(" · ")
+            halves = [tokens(area), tokens(sub)]
+            if all(h and contains(words, h) >= 0 for h in halves):
+                both.append(track)
+                used += [w for h in halves for w in h if w not in used]
+        if both:
+            return sorted(both), used
         best: list[str] = []
         for _, parts in self.track_parts:
             for part in parts:
@@ -476,10 +494,10 @@ class Vocabulary:
             (
                 n
                 for n in names
-                if not mentions_name(text, n)
-                and any(
+                if any(
                     said.isdisjoint({stem(w), stem(w.removesuffix("s"))}) for w in plain_words(n)
                 )
+                and not mentions_name(text, n, spelled=True)
             ),
             "",
         )
@@ -557,13 +575,17 @@ def _names_inside(question: str) -> set[str]:
 
 def counted(question: str) -> tuple[str, ...]:
     """What a "how many" question counts: the words after "how many" up to the first filler
-    word, at most three, a noun phrase's length ("how many robot arms did ..." -> robot arms)."""
+    word, at most three, a noun phrase's length ("how many robot arms did ..." -> robot arms).
+    What is counted is plural, so the first plural word ends the phrase ("how many training
+    runs went into ..." -> training runs)."""
     m = _HOW_MANY.search(question)
     out: list[str] = []
     for w in tokens(m.group(1)) if m else []:
         if w in FILLER or len(out) == 3:
             break
         out.append(w)
+        if w.endswith("s") and not w.endswith(("ss", "us", "is")):
+            break
     return tuple(out)
 
 
@@ -644,7 +666,8 @@ def parse(
     named = vocab.named_papers(question, quoted)
     authors, used = vocab.find_authors(words, question)
     track_hit, track_used = vocab.find_tracks(words)
-    if not track_hit and any(w in _TRACK_CUES for w in words):
+    cued = any(_track_cue(w) for w in words)
+    if not track_hit and cued:
         # One of the names a subarea lists is a track's name only where a track is meant.
         track_hit, track_used = vocab.find_track_pieces(words)
     if authors and len(track_used) > len(used):
@@ -659,10 +682,10 @@ def parse(
         if name and not vocab.match_tracks(name):
             unknown_author = name
         elif track_hit:
-            rest = [w for w in topical if w not in track_used]
+            rest = [w for w in topical if w not in track_used and not _track_cue(w)]
             # A track's whole name ("Deep Learning · Theory") can only mean the track.
             whole = any(track_used == tokens(t) for t in track_hit if " · " in t)
-            cue = whole or any(w in _TRACK_CUES for w in words) or POSITION_TRACK in track_hit
+            cue = whole or cued or POSITION_TRACK in track_hit
             if cue or not rest:
                 tracks, topical = track_hit, rest
     # A track or an author written in quotes or with capitals is that filter, not a name.

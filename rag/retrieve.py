@@ -528,7 +528,9 @@ class Retriever:
         # counts, not one it merely spells: its asker describes a few papers in their own
         # words ("irregular time series" for "unevenly sampled signals").
         own = {w for t in q.tracks for w in tokens(t)}
-        words = [w for w in q.topical if w not in own]
+        topical = set(q.topical) - own
+        # Its "or"s kept: either side may be what those papers mention.
+        words = [w for w in q.words if w in topical or w == "or"]
         # Nearness is judged on those words: an author's name moves the question's vector.
         asked = " ".join(words)
         if topic := topics.unmentioned(

@@ -81,15 +81,49 @@ def contains(haystack: list[str], needle: list[str]) -> int:
     return -1
 
 
-def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> bool:
+def mentions_name(
+    text: str, name: str, text_stems: set[str] | None = None, spelled: bool = False
+) -> bool:
     """Whether lowercased `text` has `name` (a substring test: errs towards known); given the
     text's word stems, a hyphenated compound ("GPU-accelerated") also counts when each part's
-    stem is there, since such compounds are also written apart ("accelerated on a GPU")."""
-    name = name.lower()
-    if name in text:
+    stem is there, since such compounds are also written apart ("accelerated on a GPU").
+    With `spelled`, so does an acronym's words ("DAGs" of "directed acyclic graphs"): words
+    with its initials are found by chance too, so only a test that must be sure asks it."""
+    lowered = name.lower()
+    if lowered in text:
         return True
+    short = name.removesuffix("s")
+    if spelled and is_acronym(name) and len(short) > 2 and _spelled_out(text, short):
+        return True
+    name = lowered
+    if _LONG_NUMBER.search(name) and re.search(_number_pattern(name), text):
+        return True  # "1024-step" and "1,024-step"
     parts = [p for p in name.split("-") if p]
     return text_stems is not None and len(parts) > 1 and all(stem(p) in text_stems for p in parts)
+
+
+_LONG_NUMBER = re.compile(r"\d[\d,]{3,}")
+# A thousands separator as abstracts write it: "1,024", TeX's "1\,024", a thin space.
+_THOUSANDS = r"(?:\\?,|[\u2009\u202f ])?"
+
+
+def _number_pattern(name: str) -> str:
+    """`name` as a pattern in which its numbers may be written with or without thousands
+    separators (loosely: between any two digits)."""
+    out = []
+    for part in re.split(r"(\d[\d,]*\d|\d)", name):
+        if part[:1].isdigit():
+            digits = part.replace(",", "")
+            out.append(_THOUSANDS.join(re.escape(c) for c in digits))
+        else:
+            out.append(re.escape(part))
+    return "".join(out)
+
+
+def _spelled_out(text: str, acronym: str) -> bool:
+    """Whether lowercased `text` has a run of words with the acronym's letters as initials."""
+    words = r"[\s-]+".join(f"{c}[a-z]*" for c in acronym.lower())
+    return re.search(rf"\b{words}\b", text) is not None
 
 
 def one_edit(a: str, b: str) -> bool:

@@ -214,7 +214,15 @@ class Topics:
     def text_stems(self, text: str) -> list[str]:
         # Every word counts towards the distance between a topic's words but the generic
         # ones: "diffusion-based large language models" says "diffusion language models".
-        return [w for w in _stems(text, frozenset()) if w not in self._generic]
+        # An acronym's words say the acronym where they start: "multimodal large language
+        # models" says "multimodal LLMs".
+        raw = _ALNUM.findall(fold(text))
+        out: list[str] = []
+        for i, word in enumerate(raw):
+            out += _initials(raw, i, self._acronyms)
+            if len(word) > 2 and (s := stem(word)) not in self._generic:
+                out.append(s)
+        return out
 
     def said(self, text: str) -> set[str]:
         """Every stem `text` says, in any form: its words, a hyphenated compound's closed

@@ -94,6 +94,15 @@ def test_tracks_need_a_cue_unless_nothing_else_is_asked(vocab: Vocabulary) -> No
     )
     topical = parse("theory of sparse autoencoders", vocab)
     assert topical.tracks == () and "theory" in topical.topical
+    # A subarea is cued as its track is, and an area named apart from one of its subareas
+    # picks out that track alone.
+    assert parse("the Theory sub-track", vocab).tracks == ("Deep Learning · Theory",)
+    fair = Vocabulary.build(
+        [*PAPERS, Paper("p4", "Fair ranking.", track="Social Aspects · Fairness")]
+    )
+    assert len(parse("the Social Aspects track", fair).tracks) == 2
+    both = parse("the Social Aspects papers in Safety", fair)
+    assert both.tracks == ("Social Aspects · Safety",) and both.topical == ()
 
 
 def test_each_name_a_subarea_lists_names_its_track_where_a_track_is_meant() -> None:
@@ -126,6 +135,9 @@ def test_a_track_or_author_in_quotes_is_the_filter_not_a_name(vocab: Vocabulary)
 
 
 def test_a_name_with_a_word_no_paper_writes_is_unseen(vocab: Vocabulary) -> None:
+    spelled = Vocabulary.build([*PAPERS, Paper("p4", "We sample directed acyclic graphs.")])
+    assert parse("Which papers generate DAGs?", spelled).unseen_name == ""
+    assert parse("Which papers generate DAGs?", vocab).unseen_name == "DAGs"
     q = parse("How does Zorblax-SAE encode time series?", vocab)
     assert q.unknown_name == q.unseen_name == "Zorblax-SAE"
     # Every word of it is written somewhere, in some form: unknown, yet not unseen.
@@ -214,6 +226,9 @@ def test_what_a_how_many_question_counts(vocab: Vocabulary) -> None:
     assert parse("How many rollout workers did it use?", vocab).counted == ("rollout", "workers")
     assert parse("How many times faster is it?", vocab).counted == ()
     assert parse("how many of the runs failed?", vocab).counted == ()
+    # What is counted is plural: its first plural word ends the phrase.
+    assert parse("How many rollouts went into it?", vocab).counted == ("rollouts",)
+    assert parse("How many analysis passes ran?", vocab).counted == ("analysis", "passes")
 
 
 def test_follow_ups() -> None:

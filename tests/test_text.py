@@ -9,6 +9,7 @@ from rag.text import (
     coined_tokens,
     fold,
     looks_coined,
+    mentions_name,
     split_sentences,
     states_count,
     states_value,
@@ -132,3 +133,18 @@ def test_a_result_is_stated_where_a_sentence_gives_its_figure() -> None:
     assert states_value("Sampling is 40× faster than before.", ("speedup",))
     # Nothing particular asked ("what results ..."): nothing to hold against the text.
     assert states_value("No figures here.", ("results",))
+
+
+def test_a_name_is_mentioned_however_its_number_is_grouped() -> None:
+    text = r"it beats 1\,024-step samplers with 2,048-token contexts at 4096 tokens."
+    assert mentions_name(text, "1024-step") and mentions_name(text, "1,024-step")
+    assert mentions_name(text, "2048-token") and mentions_name(text, "4,096")
+    assert not mentions_name(text, "8192-step")
+
+
+def test_an_acronym_spelled_out_is_mentioned_only_where_that_must_be_sure() -> None:
+    text = "we generate directed acyclic graphs with flow matching."
+    assert mentions_name(text, "DAGs", spelled=True) and mentions_name(text, "DAG", spelled=True)
+    # Words with the letters as initials turn up by chance: a weighed signal keeps to the text.
+    assert not mentions_name(text, "DAGs")
+    assert not mentions_name(text, "GNN", spelled=True)

@@ -72,6 +72,13 @@ def test_a_text_says_a_word_in_any_form() -> None:
     assert topics.unsaid("How does it solve math problems?", "Mathematical reasoning.") is None
 
 
+def test_an_acronyms_words_mention_it() -> None:
+    topics, q = topics_near("multimodal llm")
+    spelled = ["Multimodal large language models fail on corrupted images."]
+    assert topics.unmentioned("Which papers make multimodal LLMs robust?", q, spelled) is None
+    assert topics.unmentioned("Which papers make multimodal LLMs robust?", q, [TEXT_WATERMARKING])
+
+
 def test_an_or_shares_a_phrase_only_between_single_words() -> None:
     topics, q = topics_near("image watermark")
     papers = [
