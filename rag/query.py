@@ -414,24 +414,26 @@ class Vocabulary:
         return [], []
 
     def find_tracks(self, words: list[str]) -> tuple[list[str], list[str]]:
-        """Tracks the words name, and the words used: a track whose area and subarea both
-        appear apart ("Social Aspects papers in Safety") is that track; otherwise the
-        longest name of a track, area or subarea they contain."""
-        both: list[str] = []
-        used: list[str] = []
-        for track, _parts in self.track_parts:
-            area, _, sub = track.partition(" · ")
-            halves = [tokens(area), tokens(sub)]
-            if all(h and contains(words, h) >= 0 for h in halves):
-                both.append(track)
-                used += [w for h in halves for w in h if w not in used]
-        if both:
-            return sorted(both), used
+        """Tracks the words name, and the words used: the longest name of a track, area or
+        subarea they contain, unless that is no whole track's name and a track's area and
+        subarea both appear apart ("Social Aspects papers in Safety"): then that track."""
         best: list[str] = []
-        for _, parts in self.track_parts:
+        whole = False
+        for track, parts in self.track_parts:
             for part in parts:
                 if len(part) > len(best) and contains(words, part) >= 0:
-                    best = part
+                    best, whole = part, part == tokens(track)
+        if not whole:
+            both: list[str] = []
+            used: list[str] = []
+            for track, _parts in self.track_parts:
+                area, _, sub = track.partition(" · ")
+                halves = [tokens(area), tokens(sub)]
+                if all(h and contains(words, h) >= 0 for h in halves):
+                    both.append(track)
+                    used += [w for h in halves for w in h if w not in used]
+            if both:
+                return sorted(both), used
         return (self.match_tracks(" ".join(best)), best) if best else ([], [])
 
     def find_track_pieces(self, words: list[str]) -> tuple[list[str], list[str]]:

@@ -81,10 +81,9 @@ class Topics:
         self._acronyms: dict[str, set[str]] = {}
         for p in phrases:
             raw = _ALNUM.findall(fold(p))
-            for i in range(len(raw)):
-                for a in _initials(raw, i, short):
-                    run = raw[i : i + len(a)]
-                    self._acronyms.setdefault(a, set()).update(stem(w) for w in run)
+            for i, found in _acronym_runs(raw, short).items():
+                for a in found:
+                    self._acronyms.setdefault(a, set()).update(stem(w) for w in raw[i : i + len(a)])
         # The words topics are spelled with, long enough to mend a misspelling towards, found
         # by their one-letter deletions: two words one edit apart share one.
         self._vocabulary = {w for words in self._spellings for w in words if len(w) >= MEND_MIN}
@@ -217,9 +216,13 @@ class Topics:
         # An acronym's words say the acronym where they start: "multimodal large language
         # models" says "multimodal LLMs".
         raw = _ALNUM.findall(fold(text))
+        at = _acronym_runs(raw, self._acronyms)
+        generic = self._generic
+        if not at:
+            return [s for w in raw if len(w) > 2 and (s := stem(w)) not in generic]
         out: list[str] = []
         for i, word in enumerate(raw):
-            out += _initials(raw, i, self._acronyms)
+            out += at.get(i, ())
             if len(word) > 2 and (s := stem(word)) not in self._generic:
                 out.append(s)
         return out
@@ -235,8 +238,8 @@ class Topics:
             raw += parts
             out.add(stem("".join(parts)))
         out.update(stem(w) for w in raw)
-        for i in range(len(raw)):
-            out.update(_initials(raw, i, self._acronyms))
+        for found in _acronym_runs(raw, self._acronyms).values():
+            out.update(found)
         for acronym in out & self._acronyms.keys():
             out |= self._acronyms[acronym]
         return out
@@ -357,20 +360,19 @@ def _says(said: set[str], word: str) -> bool:
     return word in said or any(w.startswith(word) for w in said)
 
 
-def _initials(raw: list[str], i: int, acronyms: Collection[str]) -> list[str]:
-    """The acronyms in `acronyms` that runs of words from raw[i] spell by their initials
-    ("graph neural network" -> "gnn"); a run opens and closes on a word that is no function
-    word ("of", "the")."""
-    if _function_word(raw[i]):
-        return []
-    out = []
-    for n in range(2, ACRONYM_MAX + 1):
-        run = raw[i : i + n]
-        if len(run) < n or _function_word(run[-1]):
-            continue
-        if (initials := "".join(w[0] for w in run)) in acronyms:
-            out.append(initials)
-    return out
+def _acronym_runs(raw: list[str], acronyms: Collection[str]) -> dict[int, list[str]]:
+    """Where runs of `raw` words spell one of `acronyms` by their initials ("graph neural
+    network" -> "gnn"): start index -> acronyms. A run opens and closes on a word that is no
+    function word ("of", "the")."""
+    letters = "".join(w[0] for w in raw)
+    at: dict[int, list[str]] = {}
+    for acronym in acronyms:
+        i = letters.find(acronym)
+        while i >= 0:
+            if not _function_word(raw[i]) and not _function_word(raw[i + len(acronym) - 1]):
+                at.setdefault(i, []).append(acronym)
+            i = letters.find(acronym, i + 1)
+    return at
 
 
 def _function_word(word: str) -> bool:

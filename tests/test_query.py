@@ -103,6 +103,11 @@ def test_tracks_need_a_cue_unless_nothing_else_is_asked(vocab: Vocabulary) -> No
     assert len(parse("the Social Aspects track", fair).tracks) == 2
     both = parse("the Social Aspects papers in Safety", fair)
     assert both.tracks == ("Social Aspects · Safety",) and both.topical == ()
+    # A track's whole name is that track, though another has the same halves swapped.
+    swapped = Vocabulary.build([*PAPERS, Paper("p5", "Bounds.", track="Theory · Deep Learning")])
+    assert parse("papers under Deep Learning · Theory", swapped).tracks == (
+        "Deep Learning · Theory",
+    )
 
 
 def test_each_name_a_subarea_lists_names_its_track_where_a_track_is_meant() -> None:
