@@ -105,7 +105,7 @@ def test_tracks_need_a_cue_unless_nothing_else_is_asked(vocab: Vocabulary) -> No
     assert both.tracks == ("Social Aspects · Safety",) and both.topical == ()
     # A track's whole name is that track, though another has the same halves swapped.
     swapped = Vocabulary.build([*PAPERS, Paper("p5", "Bounds.", track="Theory · Deep Learning")])
-    assert parse("papers under Deep Learning · Theory", swapped).tracks == (
+    assert parse("the Deep Learning · Theory papers", swapped).tracks == (
         "Deep Learning · Theory",
     )
 
