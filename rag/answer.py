@@ -34,6 +34,7 @@ from rag.text import (
     STOPWORDS,
     gist_clause,
     split_sentences,
+    stem,
     stems,
     word_list,
 )
@@ -71,6 +72,7 @@ _CONTENT_DROP = STOPWORDS | GENERIC_WORDS | QUESTION_WORDS
 # What is left of a sentence that only points at a source ("Lotfi et al.", "The evidence
 # comes from Baek et al. (Safety).") once names and these words are out: nothing to check.
 _POINTING = _CONTENT_DROP | word_list("attribution")
+_RELEASE = frozenset(stem(w) for w in word_list("release"))
 
 
 def _pairs(text: str) -> set[tuple[str, str]]:
@@ -351,8 +353,8 @@ class Answerer:
                 answer,
                 result.reason,
                 f"The abstract of {result.hits[0].paper.display_name} never mentions "
-                f"{result.premise}, so nothing indexed says it does that. The paper is listed "
-                "below.",
+                f"{result.premise}, so nothing indexed says it does that. It is listed first "
+                "below, with the papers closest to the question.",
             )
         elif result.abstained and result.unstated:
             self._abstain(
@@ -604,6 +606,7 @@ class Answerer:
                 or _restates(body, answer.question)
                 or _only_points(body, prompt_sources)
                 or _copies_example(body, prompt_sources)
+                or _only_release(body, answer.question)
             ):
                 continue  # "Answer:", stray fragments, the question said back, the example
             if _COVERAGE.search(body):
@@ -807,6 +810,13 @@ def _copies_example(sentence: str, sources: Sequence[Source]) -> bool:
     for s in sources:
         borrowed -= _pairs(f"{s.paper.display_name}. {s.paper.abstract}")
     return len(borrowed) >= 2
+
+
+def _only_release(sentence: str, question: str) -> bool:
+    """Whether a sentence only announces released code, data or models, and the question
+    asks about none of them."""
+    said = set(stems(sentence, _CONTENT_DROP))
+    return bool(said) and said <= _RELEASE and not said & set(stems(question, _CONTENT_DROP))
 
 
 def _only_points(sentence: str, sources: Sequence[Source]) -> bool:

@@ -12,15 +12,18 @@ import pytest
 
 from rag.answer import (
     Answerer,
+    _only_release,
     attach_citations,
     clean_text,
     normalise_citations,
     parse_citations,
 )
+from rag.corpus import read_papers
 from rag.index import PaperIndex
 from rag.prompts import RETRY, STRICT, SYSTEM_PROMPT, Shape
 from rag.retrieve import Retriever
 from rag.settings import AnswerSettings, Settings
+from rag.text import split_sentences
 from rag.verify import strip_citations
 from rag.writers import ExtractiveWriter
 
@@ -252,6 +255,19 @@ def test_sentences_about_the_evidence_rather_than_from_it_are_not_claims(
     for said in lacks:
         answer = answerer(fake_seed, f"{fact} {said}")[0].ask("how much faster is FS-DFM?")
         assert [s.kind for s in answer.sentences] == ["claim", "coverage"], said
+
+
+def test_a_sentence_announcing_released_code_answers_only_a_question_about_it(
+    fake_seed: Settings,
+) -> None:
+    fs_dfm = next(p for p in read_papers([CORPUS]).papers if p.display_name == "FS-DFM")
+    claim = split_sentences(fs_dfm.abstract)[-1].rstrip(".") + " [1]."
+    release = "Its code and weights are public on GitHub [1]."
+    a, _ = answerer(fake_seed, f"{claim} {release}", unsupported="flag")
+    answer = a.ask("Why is FS-DFM quick at sampling?")
+    assert answer.sentences and all("GitHub" not in s.text for s in answer.sentences)
+    assert _only_release(strip_citations(release), "Why is FS-DFM quick at sampling?")
+    assert not _only_release(strip_citations(release), "Is the code of FS-DFM public?")
 
 
 def test_a_sentence_copied_from_the_prompt_s_example_is_dropped(fake_seed: Settings) -> None:
