@@ -578,8 +578,8 @@ def _names_inside(question: str) -> set[str]:
 def counted(question: str) -> tuple[str, ...]:
     """What a "how many" question counts: the words after "how many" up to the first filler
     word, at most three, a noun phrase's length ("how many robot arms did ..." -> robot arms).
-    What is counted is plural, so the first plural word ends the phrase ("how many training
-    runs went into ..." -> training runs)."""
+    What is counted is plural, so the first plural word ends the phrase ("how many rollouts
+    went into it?" -> rollouts)."""
     m = _HOW_MANY.search(question)
     out: list[str] = []
     for w in tokens(m.group(1)) if m else []:
