@@ -482,6 +482,16 @@ class Vocabulary:
                     found.append(pid)
         return found
 
+    def naming(self, words: Iterable[str], ids: Iterable[str]) -> set[str]:
+        """Those of `words` (as written) that name one of the papers `ids`."""
+        want = set(ids)
+        return {
+            w
+            for w in words
+            if want.intersection(self.names.get(fold(w), ()))
+            or want & (self.capitalised.get(w, set()) | self.families.get(w, set()))
+        }
+
     def unknown_name(self, names: Iterable[str]) -> str:
         """A name no title or abstract contains (a substring test: errs towards known)."""
         text = self.text()

@@ -573,9 +573,10 @@ class Retriever:
         if named:
             texts += [f"{h.paper.title} {h.paper.abstract}".lower() for h in hits]
             words = {w for t in texts for w in stems(t)}
-            # Words written as names only once names pick the papers out: a capitalised
-            # word may have picked them itself ("Nordic" in a paraphrase).
-            for name in (*q.names, *(q.proper if q.names else ())):
+            # Words written as names, but those that picked the papers out themselves
+            # ("Nordic" in a paraphrase).
+            picked = self._vocab.naming(q.proper, named)
+            for name in (*q.names, *(w for w in q.proper if w not in picked)):
                 if not any(mentions_name(t, name, words) for t in texts):
                     return name
         # A result whose figure none of them gives ("what error rate does X reach?").

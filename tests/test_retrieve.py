@@ -113,6 +113,9 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # A word it writes as a name, though not shaped like one.
     r = retriever.retrieve("How does UniAR fare on Zorbland images?")
     assert r.abstained and r.unstated == "Zorbland"
+    # So too where the paper is named by such a word, which is no evidence itself.
+    r = retriever.retrieve("Is the game Zorbcraft among those Orak covers?")
+    assert r.abstained and r.unstated == "Zorbcraft" and names(r)[0] == "Orak"
     # A compound written apart in the source ("an LLM rewrites existing text") is there.
     r = retriever.retrieve(
         "How does DistSeal compare with watermarking by LLM-rewriting of existing text?"
