@@ -482,14 +482,15 @@ class Vocabulary:
                     found.append(pid)
         return found
 
-    def naming(self, words: Iterable[str], ids: Iterable[str]) -> set[str]:
-        """Those of `words` (as written) that name one of the papers `ids`."""
+    def naming(self, words: Iterable[str], ids: Iterable[str], own: bool = False) -> set[str]:
+        """Those of `words` (as written) that name one of the papers `ids`; with `own`, only
+        by a paper's own name (a coined name or a title's head), not a word it capitalises."""
         want = set(ids)
         return {
             w
             for w in words
             if want.intersection(self.names.get(fold(w), ()))
-            or want & (self.capitalised.get(w, set()) | self.families.get(w, set()))
+            or (not own and want & (self.capitalised.get(w, set()) | self.families.get(w, set())))
         }
 
     def unknown_name(self, names: Iterable[str]) -> str:

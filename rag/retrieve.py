@@ -573,10 +573,14 @@ class Retriever:
         if named:
             texts += [f"{h.paper.title} {h.paper.abstract}".lower() for h in hits]
             words = {w for t in texts for w in stems(t)}
-            # Words written as names, but those that picked the papers out themselves
-            # ("Nordic" in a paraphrase).
-            picked = self._vocab.naming(q.proper, named)
-            for name in (*q.names, *(w for w in q.proper if w not in picked)):
+            # Words written as names, once the papers are named by names of their own
+            # ("Orak"), not by words they capitalise: two papers that write "Nordic" are no
+            # sign that a paraphrase is about them. The words that named them aside.
+            proper: tuple[str, ...] = ()
+            if q.names or self._vocab.naming(q.proper, named, own=True):
+                picked = self._vocab.naming(q.proper, named)
+                proper = tuple(w for w in q.proper if w not in picked)
+            for name in (*q.names, *proper):
                 if not any(mentions_name(t, name, words) for t in texts):
                     return name
         # A result whose figure none of them gives ("what error rate does X reach?").

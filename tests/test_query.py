@@ -202,6 +202,16 @@ def test_words_written_as_names_inside_a_sentence(vocab: Vocabulary) -> None:
     assert q.proper == ("Baseline", "Atari") and q.names == ("TimeSAE",)
 
 
+def test_a_paper_is_named_by_its_own_name_or_by_a_word_it_capitalises() -> None:
+    nordic = Paper("p4", "We study Nordic dialects in speech recognition.")
+    vocab = Vocabulary.build([*PAPERS, nordic])
+    q = parse("How do speech models handle Nordic and Baltic dialects?", vocab)
+    assert q.named == ("p4",) and q.proper == ("Nordic", "Baltic")
+    assert vocab.naming(q.proper, q.named) == {"Nordic"}
+    assert vocab.naming(q.proper, q.named, own=True) == set()
+    assert vocab.naming(["TimeSAE", "Nordic"], ["p1", "p4"], own=True) == {"TimeSAE"}
+
+
 def test_what_result_a_question_asks_the_value_of(vocab: Vocabulary) -> None:
     assert parse("What error rate does TimeSAE reach?", vocab).measured == ("error", "rate")
     assert parse("What does TimeSAE do?", vocab).measured == ()

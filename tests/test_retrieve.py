@@ -116,6 +116,8 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # So too where the paper is named by such a word, which is no evidence itself.
     r = retriever.retrieve("Is the game Zorbcraft among those Orak covers?")
     assert r.abstained and r.unstated == "Zorbcraft" and names(r)[0] == "Orak"
+    # Not where a word the paper capitalises picked it out: that is no sign of its subject.
+    assert not retriever.retrieve("Why do guardrails fail for Hausa and Zulu speakers?").unstated
     # A compound written apart in the source ("an LLM rewrites existing text") is there.
     r = retriever.retrieve(
         "How does DistSeal compare with watermarking by LLM-rewriting of existing text?"
