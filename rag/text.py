@@ -142,7 +142,12 @@ _ALNUM = re.compile(r"[a-z0-9]+")
 def plain_words(text: str, drop: frozenset[str] = STOPWORDS) -> list[str]:
     """Folded alphanumeric words of three letters or more, in order, `drop` left out
     (hyphenated words split: "diffusion-based" -> "diffusion")."""
-    return [w for w in _ALNUM.findall(fold(text)) if len(w) > 2 and w not in drop]
+    return [w for w in all_words(text) if len(w) > 2 and w not in drop]
+
+
+def all_words(text: str) -> list[str]:
+    """Every folded alphanumeric word, in order, however short."""
+    return _ALNUM.findall(fold(text))
 
 
 @lru_cache(maxsize=200_000)

@@ -26,7 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from rag.text import QUESTION_WORDS, STOPWORDS, alternatives, fold, one_edit, plain_words, stem
+from rag.text import (
+    QUESTION_WORDS,
+    STOPWORDS,
+    all_words,
+    alternatives,
+    fold,
+    one_edit,
+    plain_words,
+    stem,
+)
 from rag.text import stems as _stems
 
 log = logging.getLogger(__name__)
@@ -46,7 +55,6 @@ ACRONYM_MAX = 4
 # A word shorter than this is too often another word one letter from a known one.
 MEND_MIN = 5
 _LOWER_WORD = re.compile(r"\b[a-z]+\b")
-_ALNUM = re.compile(r"[a-z0-9]+")
 _CHUNK = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
@@ -80,7 +88,7 @@ class Topics:
         # Each with the words it stands for: a text that writes "LLM" says "language".
         self._acronyms: dict[str, set[str]] = {}
         for p in phrases:
-            raw = _ALNUM.findall(fold(p))
+            raw = all_words(p)
             for i, found in _acronym_runs(raw, short).items():
                 for a in found:
                     self._acronyms.setdefault(a, set()).update(stem(w) for w in raw[i : i + len(a)])
@@ -215,15 +223,15 @@ class Topics:
         # ones: "diffusion-based large language models" says "diffusion language models".
         # An acronym's words say the acronym where they start: "multimodal large language
         # models" says "multimodal LLMs".
-        raw = _ALNUM.findall(fold(text))
+        raw = all_words(text)
         at = _acronym_runs(raw, self._acronyms)
         generic = self._generic
-        if not at:
+        if not at:  # most texts: a third faster without the loop
             return [s for w in raw if len(w) > 2 and (s := stem(w)) not in generic]
         out: list[str] = []
         for i, word in enumerate(raw):
             out += at.get(i, ())
-            if len(word) > 2 and (s := stem(word)) not in self._generic:
+            if len(word) > 2 and (s := stem(word)) not in generic:
                 out.append(s)
         return out
 
