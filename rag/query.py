@@ -20,16 +20,22 @@ from enum import StrEnum
 
 from rag.corpus import Paper
 from rag.text import (
+    KINDS,
+    NUMBER_WORDS,
     QUESTION_WORDS,
     STOPWORDS,
     WORD,
     coined_tokens,
     contains,
     fold,
+    is_acronym,
+    looks_coined,
     mentions_name,
     one_edit,
     phrase,
     plain_words,
+    spells_out,
+    split_sentences,
     stem,
     tokens,
     word_list,
@@ -215,6 +221,7 @@ class Query:
     full_text_detail: str = ""  # a detail only full papers state ("batch size")
     counted: tuple[str, ...] = ()  # what a "how many" question counts ("robot arms")
     measured: tuple[str, ...] = ()  # the result "what X does ... reach" asks for ("error rate")
+    which: str = ""  # the kind of thing "which K ..." asks the name of ("LLM", "benchmarks")
     within: frozenset[str] | None = None  # a follow-up: only these papers
 
     @property
@@ -273,6 +280,9 @@ class Vocabulary:
     families: dict[str, set[str]] = field(default_factory=dict)  # "Qwen" (of "Qwen3-8B") -> ids
     _text: str | None = None  # every title and abstract, lower-cased, joined on first use
     _stems: set[str] | None = None  # their words' stems, on first use
+    _original: str | None = None  # every title and abstract as written, on first use
+    _lowercase: set[str] | None = None  # the words written in lowercase somewhere
+    _described: dict[str, bool] = field(default_factory=dict)  # acronym -> spelled in lowercase
     _counts: dict[str, int] = field(default_factory=dict)  # whole-word uses
     _substrings: dict[str, int] = field(default_factory=dict)  # uses inside any word
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -510,10 +520,64 @@ class Vocabulary:
                 if any(
                     said.isdisjoint({stem(w), stem(w.removesuffix("s"))}) for w in plain_words(n)
                 )
-                and not mentions_name(text, n, spelled=True)
+                and not mentions_name(text, n)
             ),
             "",
         )
+
+    def names_written(self, pid: str) -> list[str]:
+        """The names a paper's title and abstract write for things other than itself (a
+        model, a benchmark, a language): tokens shaped like coined names, and words
+        capitalised inside a sentence that the collection never writes in lowercase. Not
+        names: the paper's own names and the words they abbreviate, short forms of words
+        the collection writes in lowercase ("LLMs"), quantities ("7B"), links and maths."""
+        p = self.papers[pid]
+        text = _MARKUP.sub(" ", f"{p.title}. {p.abstract}").replace("*", "")
+        own = {name for name, ids in self.names.items() if pid in ids}
+        for m in _DEFINED.finditer(text):
+            words, inside = m.group(1).split(), m.group(2)
+            if fold(inside) in own:  # "Risk Awareness Injection (RAI)"
+                own.update(tokens(m.group(1)))
+            elif fold(words[-1]) in own:  # "RAI (Risk Awareness Injection)"
+                own.update(tokens(inside))
+            elif " " not in inside and (len(words) == 1 or words[-1].islower()):
+                own.add(fold(inside))  # a short form of plain words: "chain-of-thought (CoT)"
+        out = []
+        for sentence in split_sentences(text):
+            for i, w in enumerate(WORD.findall(sentence)):
+                parts = [x for x in re.split(r"[-‑]", w) if x]
+                if fold(w) in own or any(fold(x) in own for x in parts):
+                    continue
+                if any(self._is_name(x, opening=i == 0) for x in parts):
+                    out.append(w)
+        return out
+
+    def _is_name(self, word: str, opening: bool) -> bool:
+        if len(word) < 2 or word[0].isdigit():
+            return False
+        if is_acronym(word):
+            short = word.removesuffix("s")
+            if len(short) < 3:  # two letters spell out too much by chance
+                return True
+            if short not in self._described:
+                self._described[short] = spells_out(self._written(), short)
+            return not self._described[short]
+        if looks_coined(word):
+            return True
+        return word[0].isupper() and not opening and fold(word) not in self._lowercase_words()
+
+    def _written(self) -> str:
+        if self._original is None:
+            with self._lock:
+                self._original = "\n".join(f"{p.title}\n{p.abstract}" for p in self.papers.values())
+        return self._original
+
+    def _lowercase_words(self) -> set[str]:
+        if self._lowercase is None:
+            text = self._written()
+            with self._lock:
+                self._lowercase = set(re.findall(r"\b[a-z]+\b", text))
+        return self._lowercase
 
     def stems(self) -> set[str]:
         """The stems of every word of the titles and abstracts."""
@@ -523,6 +587,12 @@ class Vocabulary:
                 # Each distinct word stemmed once: at ICML scale a fifth faster than in order.
                 self._stems = {stem(w) for w in set(plain_words(text))}
         return self._stems
+
+
+# Links, TeX maths and markdown emphasis ("**L**LM"), which write no names.
+_MARKUP = re.compile(r"https?://\S+|\$[^$]*\$|\\\w+")
+# Words and what follows them in parentheses: a short form of them, or their long form.
+_DEFINED = re.compile(r"((?:[\w-]+\s+){1,6})\(([^()]{2,60})\)")
 
 
 def _after(name: str, token: str) -> str:
@@ -608,6 +678,24 @@ def measured(question: str) -> tuple[str, ...]:
     return tuple(w for w in WORD.findall(m.group(1)) if fold(w) not in FILLER) if m else ()
 
 
+_WHICH = re.compile(r"\b(?:which|what)\s+(?:(?:are|were|is|was)\s+the\s+)?", re.IGNORECASE)
+
+
+def which(question: str) -> str:
+    """The kind of thing a "which K" question asks the name of ("which LLM does X use?",
+    "what are the four benchmarks X was run on?"): a word of rag/words/kinds.txt after at
+    most three words that modify it, none of them filler (numbers aside) or a name ("what is
+    the X benchmark?" asks what X is)."""
+    for m in _WHICH.finditer(question):
+        for w in WORD.findall(question[m.end() :])[:4]:
+            f = fold(w)
+            if {f, f.removesuffix("s"), re.sub(r"ies$", "y", f)} & KINDS:
+                return w
+            if (f in FILLER and f not in NUMBER_WORDS) or looks_coined(w):
+                break
+    return ""
+
+
 def asks_of(question: str) -> Asks:
     for kind, pattern in _ASKS:
         if pattern.search(question):
@@ -663,6 +751,7 @@ def parse(
         full_text_detail="" if _WHY.match(question) or not detail else detail.group(0),
         counted=counted(question),
         measured=measured(question),
+        which=which(question),
         within=frozenset(within) if within is not None else None,
     )
     if author or track:

@@ -28,6 +28,7 @@ from rag.query import Asks, Query, Vocabulary, parse
 from rag.text import (
     CONTRIBUTION_VERBS,
     GENERIC_WORDS,
+    WORD,
     mentions_name,
     split_sentences,
     states_count,
@@ -583,6 +584,13 @@ class Retriever:
             for name in (*q.names, *proper):
                 if not any(mentions_name(t, name, words) for t in texts):
                     return name
+        # "Which LLM does X use?" asks for a name, which an abstract that writes none but its
+        # own cannot give. Only for papers named by their own names, not by chance capitals.
+        if asked and q.which and named:
+            written = WORD.findall(q.text)
+            own = [pid for pid in named if self._vocab.naming(written, [pid], own=True)]
+            if own and not any(self._vocab.names_written(pid) for pid in own):
+                return f"which {q.which}"
         # A result whose figure none of them gives ("what error rate does X reach?").
         if asked and q.measured and not any(states_value(t, q.measured) for t in written):
             return " ".join(q.measured)

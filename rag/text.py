@@ -7,7 +7,8 @@ The word lists are data files in `rag/words/` (one word a line, `#` comments):
   "track", "published") rather than say what it is about;
 - `contribution.txt`: verbs with which an abstract states what its own work does;
 - `numbers.txt`: numbers written as words;
-- `results.txt`: words that report the same kind of result ("speedup", "faster").
+- `results.txt`: words that report the same kind of result ("speedup", "faster");
+- `kinds.txt`: kinds of thing known by proper names ("benchmark", "LLM").
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ GENERIC_WORDS = word_list("generic")
 QUESTION_WORDS = word_list("question")
 CONTRIBUTION_VERBS = word_list("contribution")
 NUMBER_WORDS = word_list("numbers")
+KINDS = word_list("kinds")
 
 
 def fold(text: str) -> str:
@@ -81,19 +83,16 @@ def contains(haystack: list[str], needle: list[str]) -> int:
     return -1
 
 
-def mentions_name(
-    text: str, name: str, text_stems: set[str] | None = None, spelled: bool = False
-) -> bool:
+def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> bool:
     """Whether lowercased `text` has `name` (a substring test: errs towards known); given the
     text's word stems, a hyphenated compound ("GPU-accelerated") also counts when each part's
     stem is there, since such compounds are also written apart ("accelerated on a GPU").
-    With `spelled`, so does an acronym's words ("DAGs" of "directed acyclic graphs"): words
-    with its initials are found by chance too, so only a test that must be sure asks it."""
+    So does an acronym's words ("DAGs" of "directed acyclic graphs")."""
     lowered = name.lower()
     if lowered in text:
         return True
     short = name.removesuffix("s")
-    if spelled and is_acronym(name) and len(short) > 2 and _spelled_out(text, short):
+    if is_acronym(name) and len(short) > 2 and spells_out(text, short):
         return True
     name = lowered
     if _LONG_NUMBER.search(name) and re.search(_number_pattern(name), text):
@@ -120,10 +119,12 @@ def _number_pattern(name: str) -> str:
     return "".join(out)
 
 
-def _spelled_out(text: str, acronym: str) -> bool:
-    """Whether lowercased `text` has a run of words with the acronym's letters as initials."""
-    words = r"[\s-]+".join(f"{c}[a-z]*" for c in acronym.lower())
-    return re.search(rf"\b{words}\b", text) is not None
+def spells_out(text: str, acronym: str) -> bool:
+    """Whether `text` has a run of lowercase words with the acronym's letters as initials.
+    An all-capital acronym takes its letters from content words ("bag of words" is "BoW"), so
+    a run through a function word is chance."""
+    words = r"[\s-]+".join(f"({c}[a-z]*)" for c in acronym.lower())
+    return any(STOPWORDS.isdisjoint(m.groups()) for m in re.finditer(rf"\b{words}\b", text))
 
 
 def one_edit(a: str, b: str) -> bool:

@@ -235,6 +235,44 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
     assert q.full_text_detail == "hidden dimension"
 
 
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("Which LLM does Zorp call?", "LLM"),
+        ("what are the three reasoning benchmarks Zorp was run on", "benchmarks"),
+        ("Which open-source libraries does it build on?", "libraries"),
+        ("What is the ZorpBench benchmark?", ""),  # what it is, not which one
+        ("What does Zorp do for LLM safety?", ""),
+        ("Which papers study models of language?", ""),
+    ],
+)
+def test_which_kind_of_named_thing_a_question_asks_for(
+    vocab: Vocabulary, question: str, kind: str
+) -> None:
+    assert parse(question, vocab).which == kind
+
+
+def test_the_names_an_abstract_writes_for_things_other_than_itself() -> None:
+    plain = Paper(
+        "z1",
+        "We introduce Zorp (Zero-order Routing Policy), which guides large language models "
+        "(LLMs) with chain-of-thought (CoT) hints. Zorp-based agents beat LLM-like baselines "
+        "by 3x on 7B-parameter models. See https://github.com/Acme/Zorp and **Z**orp.",
+        title="Zorp: Routing Hints",
+        names=("Zorp",),
+    )
+    named = Paper(
+        "z2",
+        # "Hints": capitalised, but the collection writes it in lowercase too.
+        "We evaluate with Qwen3-8B on the FooBench benchmark, in English and Klingon, where "
+        "Hints help.",
+        title="Tools",
+    )
+    vocab = Vocabulary.build([plain, named])
+    assert vocab.names_written("z1") == []
+    assert vocab.names_written("z2") == ["Qwen3-8B", "FooBench", "English", "Klingon"]
+
+
 def test_what_a_how_many_question_counts(vocab: Vocabulary) -> None:
     assert parse("How many rollout workers did it use?", vocab).counted == ("rollout", "workers")
     assert parse("How many times faster is it?", vocab).counted == ()

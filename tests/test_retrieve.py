@@ -132,6 +132,11 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # A count the named paper's abstract does not give.
     r = retriever.retrieve("How many attention heads does TimeSAE use?")
     assert r.abstained and r.unstated == "the number of attention heads"
+    # Which one of a kind, asked of a paper whose abstract writes no name but its own.
+    r = retriever.retrieve("Which tokenizer does LEON rely on?")
+    assert r.abstained and r.unstated == "which tokenizer" and names(r)[0] == "LEON"
+    # One that writes names (Qwen3) may say: the answer stage reads which.
+    assert not retriever.retrieve("Which checkpoints does MoLoRA start from?").unstated
     # A question for papers: its detail words are its topic, not a fact asked of them.
     assert not retriever.retrieve("Which papers release their source code?").unstated
     # A follow-up about earlier papers asks them alone.

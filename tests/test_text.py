@@ -142,9 +142,11 @@ def test_a_name_is_mentioned_however_its_number_is_grouped() -> None:
     assert not mentions_name(text, "8192-step")
 
 
-def test_an_acronym_spelled_out_is_mentioned_only_where_that_must_be_sure() -> None:
-    text = "we generate directed acyclic graphs with flow matching."
-    assert mentions_name(text, "DAGs", spelled=True) and mentions_name(text, "DAG", spelled=True)
-    # Words with the letters as initials turn up by chance: a weighed signal keeps to the text.
-    assert not mentions_name(text, "DAGs")
-    assert not mentions_name(text, "GNN", spelled=True)
+def test_an_acronym_spelled_out_in_content_words_is_mentioned() -> None:
+    text = "we generate directed acyclic graphs with flow matching, proven in theory."
+    assert mentions_name(text, "DAGs") and mentions_name(text, "DAG")
+    assert not mentions_name(text, "GNN")
+    # Its letters come from content words: "proven in theory" does not spell "PIT".
+    assert not mentions_name(text, "PIT")
+    assert mentions_name("a pit in theory", "PIT")  # written as it is
+    assert mentions_name("we prompt large language models.", "LLMs")
