@@ -89,7 +89,12 @@ def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> b
     stem is there, since such compounds are also written apart ("accelerated on a GPU").
     So does an acronym's words ("DAGs" of "directed acyclic graphs")."""
     lowered = name.lower()
-    if lowered in text:
+    if len(lowered) <= SHORT_NAME and not name.isupper():
+        # A word of two letters is inside many others ("Go" in "good"): only as a word. (A
+        # short form as short, "PR", stands for ordinary words: no evidence either way.)
+        if re.search(rf"(?<![a-z0-9]){re.escape(lowered)}(?![a-z])", text):
+            return True
+    elif lowered in text:
         return True
     short = name.removesuffix("s")
     if is_acronym(name) and len(short) > 2 and spells_out(text, short):
@@ -101,6 +106,7 @@ def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> b
     return text_stems is not None and len(parts) > 1 and all(stem(p) in text_stems for p in parts)
 
 
+SHORT_NAME = 2
 _LONG_NUMBER = re.compile(r"\d[\d,]{3,}")
 # A thousands separator as abstracts write it: "1,024", TeX's "1\,024", a thin space.
 _THOUSANDS = r"(?:\\?,|[\u2009\u202f ])?"

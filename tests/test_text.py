@@ -150,3 +150,11 @@ def test_an_acronym_spelled_out_in_content_words_is_mentioned() -> None:
     assert not mentions_name(text, "PIT")
     assert mentions_name("a pit in theory", "PIT")  # written as it is
     assert mentions_name("we prompt large language models.", "LLMs")
+
+
+def test_a_two_letter_word_is_a_name_only_as_a_word() -> None:
+    assert not mentions_name("a good game, well worth it.", "Go")
+    assert mentions_name("agents play go and chess.", "Go")
+    assert mentions_name("the go-2 engine", "Go")
+    # A two-letter short form stands for ordinary words, found or not: no evidence of absence.
+    assert mentions_name("a price prediction model.", "PR")
