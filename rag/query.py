@@ -68,6 +68,10 @@ _QUOTED = re.compile(r"(?<!\w)['‘\"“]([^'‘’\"“”]{3,80})['’\"”](?
 # Between the names a subarea lists: "Accountability, Transparency, and Interpretability".
 _LISTED = re.compile(r",\s*(?:and\s+)?")
 _CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
+# Two or more capitalised words in a row, not opening a sentence: a name ("Causal Forest
+# Transformer"), as a phrase in quotes is. Words shaped like coined names are names of their
+# own, written in other ways ("MoE LLMs" for "Mixture-of-Experts LLMs").
+_TITLED = re.compile(r"(?<=[\w,;:)]\s)[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+\b(?![-\w])")
 _SUBJECT = re.compile(
     r"\b(?i:what|how)\s+(?i:is|are|does|do|did|was)\s+(?i:the\s+|an?\s+)?([A-Z][\w\-]*[\w])"
 )
@@ -420,8 +424,30 @@ class Vocabulary:
             alone = all(x in FILLER for x in words if x != w)
             framed = any(abs(at - i) <= NAME_REACH for i in framing) or w in opening or alone
             if w in capitalised or after_by or (framed and self.uses(w) <= MAX_NAME_SHARERS):
-                return sorted(self.surnames[w]), [w]
+                given = self._given_name(words, at, capitalised | opening)
+                if given is None:
+                    return sorted(self.surnames[w]), [w]
+                # "Marco Rossi" where only Ryan Rossi wrote here: another person, unknown.
+                full = sorted(a for a in self.surnames[w] if given in a.split())
+                span = [words[given_at] for given_at in sorted((at, words.index(given)))]
+                return full, span
         return [], []
+
+    def _given_name(self, words: list[str], at: int, capitalised: set[str]) -> str | None:
+        """A name-like word written beside the surname at `at` (capitalised, no filler, one
+        the papers' text hardly uses): the person's other name, in either order."""
+        for i in (at - 1, at + 1):
+            if 0 <= i < len(words):
+                w = words[i]
+                if (
+                    len(w) > 1
+                    and w in capitalised
+                    and w not in FILLER
+                    and w not in self.names
+                    and self.uses(w) <= MAX_NAME_SHARERS
+                ):
+                    return w
+        return None
 
     def find_tracks(self, words: list[str]) -> tuple[list[str], list[str]]:
         """Tracks the words name, and the words used: the longest name of a track, area or
@@ -720,7 +746,8 @@ def parse(
     detail = _FULL_TEXT.search(question)
     # A phrase in quotes is a name too: the papers that use it are what the question is about.
     quoted = [m.group(1).strip() for m in _QUOTED.finditer(question)]
-    names = tuple(dict.fromkeys([*coined_tokens(question), *quoted]))
+    titled = [t for t in _TITLED.findall(question) if not set(tokens(t)) <= FILLER]
+    names = tuple(dict.fromkeys([*coined_tokens(question), *quoted, *titled]))
     topical = [w for w in words if w not in FILLER]
     inside = _names_inside(question)
     proper = tuple(
@@ -767,6 +794,7 @@ def parse(
         )
     named = vocab.named_papers(question, quoted)
     authors, used = vocab.find_authors(words, question)
+    nobody = used if not authors else []  # a full name of whom only the surname wrote here
     track_hit, track_used = vocab.find_tracks(words)
     cued = any(_track_cue(w) for w in words)
     if not track_hit and cued:
@@ -781,7 +809,9 @@ def parse(
     else:
         about = _ABOUT_AUTHOR.search(question.strip())
         name = ((about.group("name") or about.group("name2") or "") if about else "").strip()
-        if name and not vocab.match_tracks(name):
+        if nobody:
+            unknown_author = " ".join(w.capitalize() for w in nobody)
+        elif name and not vocab.match_tracks(name):
             unknown_author = name
         elif track_hit:
             rest = [w for w in topical if w not in track_used and not _track_cue(w)]

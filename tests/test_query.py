@@ -79,6 +79,11 @@ def test_authors_by_full_name_surname_and_the_collections_own_frequencies(
     with_topic = parse("Bouniot's papers on time series", vocab)
     assert with_topic.authors and set(with_topic.topical) == {"time", "series"}
     assert parse("papers by Jane Nobody", vocab).unknown_author == "Jane Nobody"
+    # A surname written with another given name is another person, in either order.
+    other = parse("show me the work of Marta Bouniot", vocab)
+    assert other.authors == () and other.unknown_author == "Marta Bouniot"
+    assert parse("Is Bouniot Marta an author here?", vocab).unknown_author == "Bouniot Marta"
+    assert parse("What did Bouniot Quentin write?", vocab).authors == ("quentin bouniot",)
     assert parse("papers by ana muller", vocab).authors == ("ana muller",)  # accents folded
     # A one-letter surname is a name only with the rest of it.
     with_e = Vocabulary.build([*PAPERS, Paper("p4", "Flows.", authors=("Weinan E",))])
@@ -126,6 +131,13 @@ def test_names_papers_and_unknown_names(vocab: Vocabulary) -> None:
     q = parse("What is TimeSAE?", vocab)
     assert q.named == ("p1",) and q.unknown_name == ""
     assert parse("Does any paper use AlphaFold?", vocab).unknown_name == "AlphaFold"
+    # Capitalised words in a row inside a sentence are a name, found as a phrase or not.
+    q = parse("What does the Sparse Variance Forest do?", vocab)
+    assert q.names == ("Sparse Variance Forest",) and q.unknown_name == "Sparse Variance Forest"
+    assert parse("Which papers use Sparse Autoencoders?", vocab).unknown_name == ""
+    # Not where a sentence opens with them, nor with a coined word, named in its own right.
+    assert parse("Sparse Autoencoders for time series?", vocab).names == ()
+    assert parse("Is a Zorb-Net Forest used?", vocab).names == ("Zorb-Net",)
 
 
 def test_a_track_or_author_in_quotes_is_the_filter_not_a_name(vocab: Vocabulary) -> None:
