@@ -245,6 +245,10 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
     # Architecture hyperparameters too.
     q = parse("How many attention heads, and what hidden dimension, does TimeSAE have?", vocab)
     assert q.full_text_detail == "hidden dimension"
+    # Where its authors work and how it was presented: on the paper, not in its listing.
+    q = parse("Which university are the TimeSAE authors affiliated with?", vocab)
+    assert q.full_text_detail == "university"
+    assert parse("Was TimeSAE a spotlight?", vocab).full_text_detail == "spotlight"
 
 
 @pytest.mark.parametrize(
