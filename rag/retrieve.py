@@ -29,10 +29,12 @@ from rag.text import (
     CONTRIBUTION_VERBS,
     GENERIC_WORDS,
     WORD,
+    contains,
     mentions_name,
     split_sentences,
     states_count,
     states_value,
+    stem,
     stems,
     tokens,
 )
@@ -644,7 +646,24 @@ class Retriever:
             unknown,
             sweep,
         )
-        return policy.decide(signals)
+        decision = policy.decide(signals)
+        if decision.abstain and self._writes_topic(q, first_ids):
+            # A paper that writes the question's whole topic word for word is about it,
+            # however little the rest of the wording ("anything on X for me?") lets it score.
+            return abstain.Decision(False, "", decision.signals | {"written_by": 1.0})
+        return decision
+
+    def _writes_topic(self, q: Query, ids: list[str]) -> str:
+        """The first of `ids` whose title or abstract writes the question's topical words
+        in a row, in any form, when the question names nothing no paper contains."""
+        asked = [stem(w) for w in q.topical]
+        if not asked or q.unknown_name:
+            return ""
+        for pid in ids:
+            p = self.papers[pid]
+            if contains(stems(f"{p.title}. {p.abstract}"), asked) >= 0:
+                return pid
+        return ""
 
     def _every_mention(
         self,

@@ -103,6 +103,17 @@ def test_question_outside_the_collection_abstains(real_retriever: Retriever) -> 
     assert r.abstained and r.hits == [] and "relevance" in r.reason
 
 
+def test_a_topic_a_close_paper_writes_word_for_word_is_answered(
+    real_retriever: Retriever,
+) -> None:
+    # Casual wording scores low on relevance alone; the topic, written in a row, decides.
+    r = real_retriever.retrieve("got anything about privacy?")
+    assert not r.abstained and r.signals.get("written_by") == 1.0
+    assert any("privacy" in h.paper.abstract.lower() for h in r.hits)
+    # A topic no close paper writes is still turned away.
+    assert real_retriever.retrieve("got anything on federated learning?").abstained
+
+
 def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever) -> None:
     # A detail only full papers give, which the named paper's abstract does not mention.
     r = retriever.retrieve("What batch size was TimeSAE trained with?")
