@@ -181,6 +181,10 @@ _WHAT_RESULT = re.compile(
 )
 # "How many times larger" asks for a ratio, not a count.
 _HOW_MANY = re.compile(r"\bhow\s+many\s+(?!times\b)(.*)", re.IGNORECASE)
+# How large a result is: a figure, whatever it measures.
+_HOW_MUCH = re.compile(
+    r"\bhow\s+(?:much|many\s+times|large|fast)\b|\bwhat\s+percentage\b", re.IGNORECASE
+)
 # Follow-ups: "which of those ...", "and how fast is it?".
 _OF_THOSE = re.compile(
     r"\b(?:(?:which|what|how many|any)\s+(?:ones?\s+)?of\s+(?:those|these|them|the above)|"
@@ -226,6 +230,7 @@ class Query:
     counted: tuple[str, ...] = ()  # what a "how many" question counts ("robot arms")
     measured: tuple[str, ...] = ()  # the result "what X does ... reach" asks for ("error rate")
     which: str = ""  # the kind of thing "which K ..." asks the name of ("LLM", "benchmarks")
+    figure: bool = False  # asks how large a result is ("by how much", "how many times")
     within: frozenset[str] | None = None  # a follow-up: only these papers
 
     @property
@@ -414,6 +419,8 @@ class Vocabulary:
                     return sorted(close), [first, last]
         framing = [i for i, w in enumerate(words) if w in QUESTION_WORDS]
         capitalised, opening, acronyms = _capitals(original)
+        named: list[str] = []
+        used: list[str] = []
         for at, w in enumerate(words):
             if w not in self.surnames or w in FILLER or (w in acronyms and w not in capitalised):
                 continue
@@ -424,27 +431,35 @@ class Vocabulary:
             alone = all(x in FILLER for x in words if x != w)
             framed = any(abs(at - i) <= NAME_REACH for i in framing) or w in opening or alone
             if w in capitalised or after_by or (framed and self.uses(w) <= MAX_NAME_SHARERS):
-                given = self._given_name(words, at, capitalised | opening)
+                given = self._given_name(words, at, capitalised, original)
                 if given is None:
-                    return sorted(self.surnames[w]), [w]
+                    # Every surname it names: "A et al. and B et al." are two people's papers.
+                    named, used = [*named, *self.surnames[w]], [*used, w]
+                    continue
                 # "Marco Rossi" where only Ryan Rossi wrote here: another person, unknown.
                 full = sorted(a for a in self.surnames[w] if given in a.split())
                 span = [words[given_at] for given_at in sorted((at, words.index(given)))]
                 return full, span
-        return [], []
+        return sorted(set(named)), used
 
-    def _given_name(self, words: list[str], at: int, capitalised: set[str]) -> str | None:
-        """A name-like word written beside the surname at `at` (capitalised, no filler, one
-        the papers' text hardly uses): the person's other name, in either order."""
+    def _given_name(
+        self, words: list[str], at: int, capitalised: set[str], original: str
+    ) -> str | None:
+        """A name-like word written right beside the surname at `at` (capitalised inside a
+        sentence, no filler, one the papers' text hardly uses; no comma between, as in a list
+        of surnames): the person's other name, in either order."""
+        surname, written = words[at], fold(original)
         for i in (at - 1, at + 1):
             if 0 <= i < len(words):
                 w = words[i]
+                pair = [re.escape(x) for x in ((w, surname) if i < at else (surname, w))]
                 if (
                     len(w) > 1
                     and w in capitalised
                     and w not in FILLER
                     and w not in self.names
                     and self.uses(w) <= MAX_NAME_SHARERS
+                    and re.search(rf"\b{pair[0]}\s+{pair[1]}\b", written)
                 ):
                     return w
         return None
@@ -532,7 +547,7 @@ class Vocabulary:
     def unknown_name(self, names: Iterable[str]) -> str:
         """A name no title or abstract contains (a substring test: errs towards known)."""
         text = self.text()
-        return next((n for n in names if not mentions_name(text, n)), "")
+        return next((n for n in names if not mentions_name(text, n, self.stems())), "")
 
     def unseen_name(self, names: Iterable[str]) -> str:
         """A name with a word no title or abstract writes in any form, alone or in a compound
@@ -779,6 +794,7 @@ def parse(
         counted=counted(question),
         measured=measured(question),
         which=which(question),
+        figure=bool(_HOW_MUCH.search(question)),
         within=frozenset(within) if within is not None else None,
     )
     if author or track:
@@ -800,7 +816,11 @@ def parse(
     if not track_hit and cued:
         # One of the names a subarea lists is a track's name only where a track is meant.
         track_hit, track_used = vocab.find_track_pieces(words)
-    if authors and len(track_used) > len(used):
+    rest = [w for w in topical if w not in track_used and not _track_cue(w)]
+    # A track's whole name ("Deep Learning · Theory") can only mean the track.
+    whole = any(track_used == tokens(t) for t in track_hit if " · " in t)
+    takes_track = bool(track_hit) and (whole or cued or POSITION_TRACK in track_hit or not rest)
+    if authors and takes_track and len(track_used) > len(used):
         authors = []  # "Deep Learning · Theory" is a track, not papers by Mr Deep
     tracks = []
     unknown_author = ""
@@ -813,13 +833,8 @@ def parse(
             unknown_author = " ".join(w.capitalize() for w in nobody)
         elif name and not vocab.match_tracks(name):
             unknown_author = name
-        elif track_hit:
-            rest = [w for w in topical if w not in track_used and not _track_cue(w)]
-            # A track's whole name ("Deep Learning · Theory") can only mean the track.
-            whole = any(track_used == tokens(t) for t in track_hit if " · " in t)
-            cue = whole or cued or POSITION_TRACK in track_hit
-            if cue or not rest:
-                tracks, topical = track_hit, rest
+        elif takes_track:
+            tracks, topical = track_hit, rest
     # A track or an author written in quotes or with capitals is that filter, not a name.
     meta = set(used if authors else ()) | set(track_used if tracks else ())
     names = tuple(n for n in q.names if not set(tokens(n)) <= meta)

@@ -33,6 +33,7 @@ from rag.text import (
     mentions_name,
     split_sentences,
     states_count,
+    states_figure,
     states_value,
     stem,
     stems,
@@ -350,6 +351,11 @@ class Retriever:
         if tracks:
             ids = {pid for t in tracks for pid in self._vocab.tracks[t]}
             allowed = ids if allowed is None else allowed & ids
+        if allowed is not None and not q.explicit and q.asks is Asks.COMPARE:
+            # A comparison's sides may be picked out differently: one by its authors, one by
+            # its own name ("Smith et al. versus TimeSAE").
+            words = WORD.findall(q.text)
+            allowed |= {p for p in q.named if self._vocab.naming(words, [p], own=True)}
         if q.within is not None:
             return self._follow_up(q, k, allowed, authors, tracks)
         if allowed is not None and not q.topical:
@@ -593,6 +599,9 @@ class Retriever:
             own = [pid for pid in named if self._vocab.naming(written, [pid], own=True)]
             if own and not any(self._vocab.names_written(pid) for pid in own):
                 return f"which {q.which}"
+        # How large a result is, of papers whose abstracts give no figure at all.
+        if asked and q.figure and named and not any(states_figure(t) for t in written):
+            return "a figure"
         # A result whose figure none of them gives ("what error rate does X reach?").
         if asked and q.measured and not any(states_value(t, q.measured) for t in written):
             return " ".join(q.measured)

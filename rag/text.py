@@ -85,8 +85,9 @@ def contains(haystack: list[str], needle: list[str]) -> int:
 
 def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> bool:
     """Whether lowercased `text` has `name` (a substring test: errs towards known); given the
-    text's word stems, a hyphenated compound ("GPU-accelerated") also counts when each part's
-    stem is there, since such compounds are also written apart ("accelerated on a GPU").
+    text's word stems, a hyphenated compound with a lowercase part ("GPU-accelerated") also
+    counts when each part's stem is there, since such compounds are also written apart
+    ("accelerated on a GPU").
     So does an acronym's words ("DAGs" of "directed acyclic graphs")."""
     lowered = name.lower()
     if len(lowered) <= SHORT_NAME and not name.isupper():
@@ -99,11 +100,17 @@ def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> b
     short = name.removesuffix("s")
     if is_acronym(name) and len(short) > 2 and spells_out(text, short):
         return True
-    name = lowered
-    if _LONG_NUMBER.search(name) and re.search(_number_pattern(name), text):
+    if _LONG_NUMBER.search(lowered) and re.search(_number_pattern(lowered), text):
         return True  # "1024-step" and "1,024-step"
     parts = [p for p in name.split("-") if p]
-    return text_stems is not None and len(parts) > 1 and all(stem(p) in text_stems for p in parts)
+    # Parts capitalised each ("MoE-Guard") coin a name, which is not written apart.
+    described = any(p[:1].islower() for p in parts)
+    return (
+        text_stems is not None
+        and len(parts) > 1
+        and described
+        and all(stem(p.lower()) in text_stems for p in parts)
+    )
 
 
 SHORT_NAME = 2
@@ -203,6 +210,11 @@ def states_count(text: str, counted: tuple[str, ...]) -> bool:
         }:
             return True
     return False
+
+
+def states_figure(text: str) -> bool:
+    """Whether `text` gives any figure at all: a digit or a number written as a word."""
+    return bool(_DIGIT.search(text)) or not NUMBER_WORDS.isdisjoint(tokens(text))
 
 
 # A sentence ends at . ! or ? before a capital, digit, quote or bracket: abstracts'

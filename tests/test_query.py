@@ -84,6 +84,12 @@ def test_authors_by_full_name_surname_and_the_collections_own_frequencies(
     assert other.authors == () and other.unknown_author == "Marta Bouniot"
     assert parse("Is Bouniot Marta an author here?", vocab).unknown_author == "Bouniot Marta"
     assert parse("What did Bouniot Quentin write?", vocab).authors == ("quentin bouniot",)
+    # Surnames in a list are several people, not one; each names their papers.
+    assert parse("What does the paper by Oublal, Marta and Bouniot show?", vocab).authors
+    both = parse("Compare Müller et al. with Bigger et al.", vocab).authors
+    assert both == ("ana muller", "andreas bigger")
+    # A surname stays an author's beside words a track's subarea shares but does not take.
+    assert parse("Did Bigger et al. find theory beats practice?", vocab).authors
     assert parse("papers by ana muller", vocab).authors == ("ana muller",)  # accents folded
     # A one-letter surname is a name only with the rest of it.
     with_e = Vocabulary.build([*PAPERS, Paper("p4", "Flows.", authors=("Weinan E",))])
@@ -138,6 +144,10 @@ def test_names_papers_and_unknown_names(vocab: Vocabulary) -> None:
     # Not where a sentence opens with them, nor with a coined word, named in its own right.
     assert parse("Sparse Autoencoders for time series?", vocab).names == ()
     assert parse("Is a Zorb-Net Forest used?", vocab).names == ("Zorb-Net",)
+    # A described compound whose parts papers write apart is known; a coined one is not.
+    langs = Vocabulary.build([*PAPERS, Paper("p4", "Safety beyond English: non native text.")])
+    assert parse("Anything on non-English safety?", langs).unknown_name == ""
+    assert parse("What does Safety-Text do?", langs).unknown_name == "Safety-Text"
 
 
 def test_a_track_or_author_in_quotes_is_the_filter_not_a_name(vocab: Vocabulary) -> None:

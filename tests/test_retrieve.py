@@ -63,6 +63,13 @@ def test_author_questions_list_every_paper(retriever: Retriever) -> None:
     assert possessive.mode == "author" and len(possessive.hits) == 4
 
 
+def test_a_comparison_may_name_one_side_by_authors_and_the_other_by_name(
+    retriever: Retriever,
+) -> None:
+    r = retriever.retrieve("Compare the work of Oublal et al. with Orak: what does each explain?")
+    assert not r.abstained and {"TimeSAE", "Orak"} <= set(names(r))
+
+
 def test_unknown_author_abstains(retriever: Retriever) -> None:
     r = retriever.retrieve("papers by Geoffrey Hinton")
     assert r.abstained and r.hits == [] and "Geoffrey Hinton" in r.reason
@@ -143,6 +150,10 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # A count the named paper's abstract does not give.
     r = retriever.retrieve("How many attention heads does TimeSAE use?")
     assert r.abstained and r.unstated == "the number of attention heads"
+    # How large a result is, asked of a paper whose abstract gives no figure at all.
+    r = retriever.retrieve("By how much does LEON raise the patients' outcomes?")
+    assert r.abstained and r.unstated == "a figure" and names(r)[0] == "LEON"
+    assert retriever.retrieve("How many times fewer steps does FS-DFM take?").unstated == ""
     # Which one of a kind, asked of a paper whose abstract writes no name but its own.
     r = retriever.retrieve("Which tokenizer does LEON rely on?")
     assert r.abstained and r.unstated == "which tokenizer" and names(r)[0] == "LEON"

@@ -12,6 +12,7 @@ from rag.text import (
     mentions_name,
     split_sentences,
     states_count,
+    states_figure,
     states_value,
     stem,
     stems,
@@ -158,3 +159,18 @@ def test_a_two_letter_word_is_a_name_only_as_a_word() -> None:
     assert mentions_name("the go-2 engine", "Go")
     # A two-letter short form stands for ordinary words, found or not: no evidence of absence.
     assert mentions_name("a price prediction model.", "PR")
+
+
+def test_a_described_compound_is_found_written_apart_a_coined_one_is_not() -> None:
+    text = "we accelerate sampling on a gpu and guard english-only models."
+    said = set(stems(text))
+    assert mentions_name(text, "GPU-accelerated", said)
+    assert mentions_name(text, "non-English", said) is False  # "non" is never written
+    assert mentions_name("non english text.", "non-English", set(stems("non english text.")))
+    # Each part capitalised: a coined name, which a text writing its words does not name.
+    assert not mentions_name(text, "Gpu-Guard", said)
+
+
+def test_any_figure_at_all() -> None:
+    assert states_figure("a 3x speedup.") and states_figure("in twelve games.")
+    assert not states_figure("it outperforms every baseline by a wide margin.")
