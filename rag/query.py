@@ -446,8 +446,8 @@ class Vocabulary:
         self, words: list[str], at: int, capitalised: set[str], original: str
     ) -> str | None:
         """A name-like word written right beside the surname at `at` (capitalised inside a
-        sentence, no filler, one the papers' text hardly uses; no comma between, as in a list
-        of surnames): the person's other name, in either order."""
+        sentence, no filler, no word of the papers' text; no comma between, as in a list of
+        surnames): the person's other name, in either order."""
         surname, written = words[at], fold(original)
         for i in (at - 1, at + 1):
             if 0 <= i < len(words):
@@ -458,7 +458,7 @@ class Vocabulary:
                     and w in capitalised
                     and w not in FILLER
                     and w not in self.names
-                    and self.uses(w) <= MAX_NAME_SHARERS
+                    and stem(w) not in self.stems()
                     and re.search(rf"\b{pair[0]}\s+{pair[1]}\b", written)
                 ):
                     return w
@@ -785,8 +785,6 @@ def parse(
         # Reading advice may span a field's topics, and a comparison sets one against another.
         joins_topics=asks not in (Asks.RECOMMEND, Asks.COMPARE),
         names=names,
-        unknown_name=vocab.unknown_name(names) if names else "",
-        unseen_name=vocab.unseen_name(names) if names else "",
         topic_text=_AND.sub(" or ", question) if asks is Asks.RECOMMEND else question,
         # A "why" question asks for an explanation, which abstracts give; a detail it names
         # is its subject, not what it asks for.
@@ -807,6 +805,8 @@ def parse(
             unknown_author=author if author and not authors else "",
             unknown_track=track if track and not tracks else "",
             explicit=True,
+            unknown_name=vocab.unknown_name(names) if names else "",
+            unseen_name=vocab.unseen_name(names) if names else "",
         )
     named = vocab.named_papers(question, quoted)
     authors, used = vocab.find_authors(words, question)
@@ -847,6 +847,8 @@ def parse(
         named=tuple(named),
         names=names,
         proper=tuple(w for w in q.proper if not set(tokens(w)) <= meta),
-        unknown_name=vocab.unknown_name(names) if names != q.names else q.unknown_name,
-        unseen_name=vocab.unseen_name(names) if names != q.names else q.unseen_name,
+        # Checked once the names that are its filters are set aside: each is a scan of the
+        # collection's text.
+        unknown_name=vocab.unknown_name(names) if names else "",
+        unseen_name=vocab.unseen_name(names) if names else "",
     )
