@@ -23,6 +23,7 @@ from rag.text import (
     KINDS,
     NUMBER_WORDS,
     QUESTION_WORDS,
+    SHORT_NAME,
     STOPWORDS,
     WORD,
     coined_tokens,
@@ -70,7 +71,7 @@ _LISTED = re.compile(r",\s*(?:and\s+)?")
 _CAPITALISED = re.compile(r"\b[A-Z][\w\-]*[\w]")
 # Two or more capitalised words in a row, not opening a sentence: a name ("Causal Forest
 # Transformer"), as a phrase in quotes is. Words shaped like coined names are names of their
-# own, written in other ways ("MoE LLMs" for "Mixture-of-Experts LLMs").
+# own, written in other ways ("ViT encoders" for "Vision-Transformer encoders").
 _TITLED = re.compile(r"(?<=[\w,;:)]\s)[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+\b(?![-\w])")
 _SUBJECT = re.compile(
     r"\b(?i:what|how)\s+(?i:is|are|does|do|did|was)\s+(?i:the\s+|an?\s+)?([A-Z][\w\-]*[\w])"
@@ -577,9 +578,9 @@ class Vocabulary:
         own = {name for name, ids in self.names.items() if pid in ids}
         for m in _DEFINED.finditer(text):
             words, inside = m.group(1).split(), m.group(2)
-            if fold(inside) in own:  # "Risk Awareness Injection (RAI)"
+            if fold(inside) in own:  # "Zero-order Routing Policy (ZRP)"
                 own.update(tokens(m.group(1)))
-            elif fold(words[-1]) in own:  # "RAI (Risk Awareness Injection)"
+            elif fold(words[-1]) in own:  # "ZRP (Zero-order Routing Policy)"
                 own.update(tokens(inside))
             elif " " not in inside and (len(words) == 1 or words[-1].islower()):
                 own.add(fold(inside))  # a short form of plain words: "chain-of-thought (CoT)"
@@ -598,7 +599,7 @@ class Vocabulary:
             return False
         if is_acronym(word):
             short = word.removesuffix("s")
-            if len(short) < 3:  # two letters spell out too much by chance
+            if len(short) <= SHORT_NAME:  # spells out too many runs by chance
                 return True
             if short not in self._described:
                 self._described[short] = spells_out(self._written(), short)
@@ -724,7 +725,7 @@ _WHICH = re.compile(r"\b(?:which|what)\s+(?:(?:are|were|is|was)\s+the\s+)?", re.
 
 def which(question: str) -> str:
     """The kind of thing a "which K" question asks the name of ("which LLM does X use?",
-    "what are the four benchmarks X was run on?"): a word of rag/words/kinds.txt after at
+    "what are the two corpora X was run on?"): a word of rag/words/kinds.txt after at
     most three words that modify it, none of them filler (numbers aside) or a name ("what is
     the X benchmark?" asks what X is)."""
     for m in _WHICH.finditer(question):

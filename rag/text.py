@@ -83,6 +83,10 @@ def contains(haystack: list[str], needle: list[str]) -> int:
     return -1
 
 
+# A name this short is inside many words, and as a short form spells out many runs of words.
+SHORT_NAME = 2
+
+
 def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> bool:
     """Whether lowercased `text` has `name` (a substring test: errs towards known); given the
     text's word stems, a hyphenated compound with a lowercase part ("GPU-accelerated") also
@@ -98,7 +102,7 @@ def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> b
     elif lowered in text:
         return True
     short = name.removesuffix("s")
-    if is_acronym(name) and len(short) > 2 and spells_out(text, short):
+    if is_acronym(name) and len(short) > SHORT_NAME and spells_out(text, short):
         return True
     if _LONG_NUMBER.search(lowered) and re.search(_number_pattern(lowered), text):
         return True  # "1024-step" and "1,024-step"
@@ -113,7 +117,6 @@ def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> b
     )
 
 
-SHORT_NAME = 2
 _LONG_NUMBER = re.compile(r"\d[\d,]{3,}")
 # A thousands separator as abstracts write it: "1,024", TeX's "1\,024", a thin space.
 _THOUSANDS = r"(?:\\?,|[\u2009\u202f ])?"
