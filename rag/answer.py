@@ -483,6 +483,16 @@ class Answerer:
             written = self._write(answer, retry, None)
             answer.timings = first | {"retry_ms": written.timings.get("generate_ms", 0.0)}
             self._check(answer, written, retry)
+            if answer.abstained and _copies_example(written.text, answer.sources):
+                # Twice the model wrote its prompt's example back instead of an answer: the
+                # writer failed, as an outage is a failure, and says nothing of the sources.
+                answer.abstained, answer.reason, answer.failed = False, "", True
+                answer.note = (
+                    f"{answer.note} The model repeated its instructions' example instead of "
+                    "answering. Showing the most relevant sentences of the sources instead."
+                ).strip()
+                answer.backend, answer.model = "extractive", ""
+                self._check(answer, ExtractiveWriter().write(retry), retry)
         if answer.shape is Shape.COMPARE and not answer.abstained:
             self._cover_compared(answer)
 

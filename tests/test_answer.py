@@ -155,6 +155,16 @@ def test_unverifiable_answer_abstains_with_the_reason(fake_seed: Settings) -> No
     assert set(numbered[0]) < set(numbered[1]) <= {str(s.n) for s in answer.sources}
 
 
+def test_a_model_that_writes_its_prompts_example_back_has_failed(fake_seed: Settings) -> None:
+    # Not evidence about the collection, as an unsupported answer is: the sources answer.
+    echo = "[1] introduces FooArm, a robot arm sorting beads 3.2x faster than a sieve."
+    a, backend = answerer(fake_seed, echo)
+    answer = a.ask("how much faster is FS-DFM?")
+    assert len(backend.prompts) == 2 and not answer.abstained and answer.failed
+    assert answer.written_by == "extractive" and "example" in answer.note
+    assert "FooArm" not in answer.text and all(s.supported for s in answer.sentences)
+
+
 def test_a_partly_unsupported_answer_is_redrafted_and_the_verifier_keeps_the_better(
     fake_seed: Settings,
 ) -> None:
