@@ -595,8 +595,8 @@ class Retriever:
         # "Which LLM does X use?" asks for a name, which an abstract that writes none but its
         # own cannot give. Only for papers named by their own names, not by chance capitals.
         if asked and q.which and named:
-            written = WORD.findall(q.text)
-            own = [pid for pid in named if self._vocab.naming(written, [pid], own=True)]
+            said = WORD.findall(q.text)
+            own = [pid for pid in named if self._vocab.naming(said, [pid], own=True)]
             if own and not any(self._vocab.names_written(pid) for pid in own):
                 return f"which {q.which}"
         # How large a result is, of papers whose abstracts give no figure at all.
@@ -659,7 +659,7 @@ class Retriever:
         if decision.abstain and self._writes_topic(q, first_ids):
             # A paper that writes the question's whole topic word for word is about it,
             # however little the rest of the wording ("anything on X for me?") lets it score.
-            return abstain.Decision(False, "", decision.signals | {"written_by": 1.0})
+            return abstain.Decision(False, "", decision.signals | {"topic_written": 1.0})
         return decision
 
     def _writes_topic(self, q: Query, ids: list[str]) -> str:
