@@ -288,9 +288,9 @@ class Vocabulary:
     spellings: dict[str, set[str]] = field(default_factory=dict)
     capitalised: dict[str, set[str]] = field(default_factory=dict)  # "IPVRM" -> paper ids
     families: dict[str, set[str]] = field(default_factory=dict)  # "Qwen" (of "Qwen3-8B") -> ids
-    _text: str | None = None  # every title and abstract, lower-cased, joined on first use
+    _original: str | None = None  # every title and abstract as written, joined on first use
+    _text: str | None = None  # the same, lower-cased
     _stems: set[str] | None = None  # their words' stems, on first use
-    _original: str | None = None  # every title and abstract as written, on first use
     _lowercase: set[str] | None = None  # the words written in lowercase somewhere
     _described: dict[str, bool] = field(default_factory=dict)  # acronym -> spelled in lowercase
     _counts: dict[str, int] = field(default_factory=dict)  # whole-word uses
@@ -339,11 +339,17 @@ class Vocabulary:
 
     def text(self) -> str:
         if self._text is None:
+            written = self.written()  # takes the lock itself
             with self._lock:
-                self._text = "\n".join(
-                    f"{p.title}\n{p.abstract}" for p in self.papers.values()
-                ).lower()
+                self._text = written.lower()
         return self._text
+
+    def written(self) -> str:
+        """Every title and abstract as written, joined."""
+        if self._original is None:
+            with self._lock:
+                self._original = "\n".join(f"{p.title}\n{p.abstract}" for p in self.papers.values())
+        return self._original
 
     def uses(self, word: str) -> int:
         """How often titles and abstracts use `word` as a whole word."""
@@ -595,6 +601,7 @@ class Vocabulary:
         return out
 
     def _is_name(self, word: str, opening: bool) -> bool:
+        """Whether one word (or part of a compound) of an abstract is written as a name."""
         if len(word) < 2 or word[0].isdigit():
             return False
         if is_acronym(word):
@@ -602,21 +609,15 @@ class Vocabulary:
             if len(short) <= SHORT_NAME:  # spells out too many runs by chance
                 return True
             if short not in self._described:
-                self._described[short] = spells_out(self._written(), short)
+                self._described[short] = spells_out(self.written(), short)
             return not self._described[short]
         if looks_coined(word):
             return True
         return word[0].isupper() and not opening and fold(word) not in self._lowercase_words()
 
-    def _written(self) -> str:
-        if self._original is None:
-            with self._lock:
-                self._original = "\n".join(f"{p.title}\n{p.abstract}" for p in self.papers.values())
-        return self._original
-
     def _lowercase_words(self) -> set[str]:
         if self._lowercase is None:
-            text = self._written()
+            text = self.written()  # takes the lock itself
             with self._lock:
                 self._lowercase = set(re.findall(r"\b[a-z]+\b", text))
         return self._lowercase
