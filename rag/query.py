@@ -726,7 +726,7 @@ _WHICH = re.compile(r"\b(?:which|what)\s+(?:(?:are|were|is|was)\s+the\s+)?", re.
 
 def which(question: str) -> str:
     """The kind of thing a "which K" question asks the name of ("which LLM does X use?",
-    "what are the two corpora X was run on?"): a word of rag/words/kinds.txt after at
+    "what were the three corpora X was run on?"): a word of rag/words/kinds.txt after at
     most three words that modify it, none of them filler (numbers aside) or a name ("what is
     the X benchmark?" asks what X is)."""
     for m in _WHICH.finditer(question):

@@ -159,7 +159,7 @@ def test_a_model_that_writes_its_prompts_example_back_has_failed(fake_seed: Sett
     # Not evidence about the collection, as an unsupported answer is: the sources answer.
     echo = "[1] introduces FooArm, a robot arm sorting beads 3.2x faster than a sieve."
     a, backend = answerer(fake_seed, echo)
-    answer = a.ask("how much faster is FS-DFM?")
+    answer = a.ask("what speed-up does FS-DFM give over its baseline?")
     assert len(backend.prompts) == 2 and not answer.abstained and answer.failed
     assert answer.written_by == "extractive" and "example" in answer.note
     assert "FooArm" not in answer.text and all(s.supported for s in answer.sentences)
