@@ -486,13 +486,9 @@ class Answerer:
             if answer.abstained and _copies_example(written.text, answer.sources):
                 # Twice the model wrote its prompt's example back instead of an answer: the
                 # writer failed, as an outage is a failure, and says nothing of the sources.
-                answer.abstained, answer.reason, answer.failed = False, "", True
-                answer.note = (
-                    f"{answer.note} The model repeated its instructions' example instead of "
-                    "answering. Showing the most relevant sentences of the sources instead."
-                ).strip()
-                answer.backend, answer.model = "extractive", ""
-                self._check(answer, ExtractiveWriter().write(retry), retry)
+                answer.abstained, answer.reason = False, ""
+                why = "The model repeated its instructions' example instead of answering."
+                self._check(answer, self._fall_back(answer, retry, why), retry)
         if answer.shape is Shape.COMPARE and not answer.abstained:
             self._cover_compared(answer)
 
@@ -573,9 +569,13 @@ class Answerer:
             answer.timings.update(written.timings)
             answer.raw = written.text
             return written
+        return self._fall_back(answer, draft, note)
+
+    def _fall_back(self, answer: Answer, draft: Draft, why: str) -> Written:
+        """The sources' own sentences, when the model failed, and a note saying why."""
         answer.failed = True
         shown = "Showing the most relevant sentences of the sources instead."
-        answer.note = f"{answer.note} {note} {shown}".strip()
+        answer.note = f"{answer.note} {why} {shown}".strip()
         answer.backend, answer.model = "extractive", ""
         return ExtractiveWriter().write(draft)
 

@@ -220,6 +220,7 @@ class Query:
     unknown_track: str = ""  # a track filter that matches no track
     explicit: bool = False  # authors/tracks came from filters, not from the wording
     named: tuple[str, ...] = ()  # ids of the papers whose coined names or titles it uses
+    own_named: tuple[str, ...] = ()  # those of them named by a name of their own, not a capital
     names: tuple[str, ...] = ()  # name-shaped tokens it uses (BLEU, GPT-2, AlphaFold)
     proper: tuple[str, ...] = ()  # other words it writes as names, inside a sentence (Minecraft)
     unknown_name: str = ""  # one of `names` that no title or abstract contains
@@ -847,6 +848,7 @@ def parse(
         tracks=tuple(tracks),
         unknown_author=unknown_author,
         named=tuple(named),
+        own_named=tuple(p for p in named if vocab.naming(WORD.findall(question), [p], own=True)),
         names=names,
         proper=tuple(w for w in q.proper if not set(tokens(w)) <= meta),
         # Checked once the names that are its filters are set aside: each is a scan of the

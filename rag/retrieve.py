@@ -28,7 +28,6 @@ from rag.query import Asks, Query, Vocabulary, parse
 from rag.text import (
     CONTRIBUTION_VERBS,
     GENERIC_WORDS,
-    WORD,
     contains,
     mentions_name,
     split_sentences,
@@ -354,8 +353,7 @@ class Retriever:
         if allowed is not None and not q.explicit and q.asks is Asks.COMPARE:
             # A comparison's sides may be picked out differently: one by its authors, one by
             # its own name ("Smith et al. versus TimeSAE").
-            words = WORD.findall(q.text)
-            allowed |= {p for p in q.named if self._vocab.naming(words, [p], own=True)}
+            allowed |= set(q.own_named)
         if q.within is not None:
             return self._follow_up(q, k, allowed, authors, tracks)
         if allowed is not None and not q.topical:
@@ -595,8 +593,7 @@ class Retriever:
         # "Which LLM does X use?" asks for a name, which an abstract that writes none but its
         # own cannot give. Only for papers named by their own names, not by chance capitals.
         if asked and q.which and named:
-            said = WORD.findall(q.text)
-            own = [pid for pid in named if self._vocab.naming(said, [pid], own=True)]
+            own = [pid for pid in named if pid in q.own_named]
             if own and not any(self._vocab.names_written(pid) for pid in own):
                 return f"which {q.which}"
         # How large a result is, of papers whose abstracts give no figure at all.

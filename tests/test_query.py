@@ -232,6 +232,9 @@ def test_a_paper_is_named_by_its_own_name_or_by_a_word_it_capitalises() -> None:
     assert vocab.naming(q.proper, q.named) == {"Nordic"}
     assert vocab.naming(q.proper, q.named, own=True) == set()
     assert vocab.naming(["TimeSAE", "Nordic"], ["p1", "p4"], own=True) == {"TimeSAE"}
+    assert q.own_named == ()
+    both = parse("Does TimeSAE handle Nordic dialects?", vocab)
+    assert set(both.named) == {"p1", "p4"} and both.own_named == ("p1",)
 
 
 def test_what_result_a_question_asks_the_value_of(vocab: Vocabulary) -> None:
