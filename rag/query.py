@@ -173,6 +173,9 @@ _FULL_TEXT = re.compile(
 )
 _AND = re.compile(r"\s*(?:\band\b|&)\s*", re.IGNORECASE)
 _WHY = re.compile(r"\s*(?:why|how come)\b", re.IGNORECASE)
+# First-person words ("I'm" folds to "i"): the word right after one describes the asker.
+_ASKER = frozenset({"i", "im", "my", "we", "our"})
+_ASKER_LINK = frozenset({"am", "m", "is", "are"})
 # "What error rate does X reach ...": the words of the result asked for. Only verbs that
 # report a result: "what purpose does X serve?" asks for no figure.
 _WHAT_RESULT = re.compile(
@@ -740,6 +743,17 @@ def which(question: str) -> str:
     return ""
 
 
+def self_description(words: list[str]) -> set[str]:
+    """The words by which the asker describes themselves ("I build ...", "my research is
+    on ...", "I'm new to ..."): they frame a request, the field comes after them."""
+    out = set()
+    for i, word in enumerate(words[:-1]):
+        if word in _ASKER:
+            j = i + 1 + (words[i + 1] in _ASKER_LINK and i + 2 < len(words))
+            out.add(words[j])
+    return out
+
+
 def asks_of(question: str) -> Asks:
     for kind, pattern in _ASKS:
         if pattern.search(question):
@@ -766,7 +780,8 @@ def parse(
     quoted = [m.group(1).strip() for m in _QUOTED.finditer(question)]
     titled = [t for t in _TITLED.findall(question) if not set(tokens(t)) <= FILLER]
     names = tuple(dict.fromkeys([*coined_tokens(question), *quoted, *titled]))
-    topical = [w for w in words if w not in FILLER]
+    framing = self_description(words)
+    topical = [w for w in words if w not in FILLER and w not in framing]
     inside = _names_inside(question)
     proper = tuple(
         dict.fromkeys(

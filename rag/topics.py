@@ -55,6 +55,10 @@ ACRONYM_MAX = 4
 # A word shorter than this is too often another word one letter from a known one.
 MEND_MIN = 5
 _LOWER_WORD = re.compile(r"\b[a-z]+\b")
+# Framing words long enough that one letter off is a typo of them, not another word (in
+# shorter ones it often is: "paper", "piper").
+FRAMING_MEND_MIN = 7
+_FRAMING = frozenset(w for w in QUESTION_WORDS | STOPWORDS if len(w) >= FRAMING_MEND_MIN)
 _CHUNK = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
@@ -213,6 +217,12 @@ class Topics:
                     spelled = set(self._spelled(fixed, min_words=2)) - before
                     if any(known in self._spellings[i] for i in spelled):
                         fixes.add(fixed)
+            # A word that frames a question is put right the same way ("anythng on X?",
+            # "recomendations"): those words are few, so one letter off names one of them.
+            if not fixes and word not in _FRAMING:
+                framing = [w for w in _FRAMING if one_edit(w, word)]
+                if len(framing) == 1:
+                    fixes.add(f"{out[: m.start()]}{framing[0]}{out[m.end() :]}")
             # Counting the collection's words is the costly test: only for a word with a fix.
             if len(fixes) == 1 and not used(word):
                 out = fixes.pop()

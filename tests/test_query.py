@@ -179,6 +179,19 @@ def test_a_request_for_reading_advice_does_not_require_each_topic_it_spells(
     assert advice.asks is Asks.RECOMMEND and not advice.spells_topics
 
 
+def test_the_words_an_asker_describes_themselves_by_are_not_the_topic(
+    vocab: Vocabulary,
+) -> None:
+    assert parse("my research is on graph colouring, anything for me?", vocab).topical == (
+        "graph",
+        "colouring",
+    )
+    assert parse("I build SAT solvers; what should I read?", vocab).topical == ("sat", "solvers")
+    assert parse("I'm new to graph colouring", vocab).topical == ("graph", "colouring")
+    # Elsewhere such words are the topic's own.
+    assert parse("papers that build SAT solvers", vocab).topical == ("build", "sat", "solvers")
+
+
 def test_topics_join_except_in_reading_advice_and_comparisons(vocab: Vocabulary) -> None:
     assert parse("graph colouring with quantum annealers", vocab).joins_topics
     assert parse("Which papers study graph colouring on GPUs?", vocab).joins_topics

@@ -157,6 +157,11 @@ def test_a_misspelt_topic_word_is_put_right_only_when_the_fix_is_certain() -> No
     assert topics.mend("any federated lerning here?", lambda w: 1) == "any federated lerning here?"
     # A fix that spells no topic is no fix: "lerning" alone might be anything.
     assert topics.mend("lerning curves of sheep", lambda w: 0) == "lerning curves of sheep"
+    # A word that frames a question is put right too, when it is long enough that one letter
+    # off names no other word; a short one stays as written.
+    assert topics.mend("anythng on sheep?", lambda w: 0) == "anything on sheep?"
+    assert topics.mend("sheep recomendations?", lambda w: 0) == "sheep recommendations?"
+    assert topics.mend("any topix here?", lambda w: 0) == "any topix here?"
 
 
 def test_generic_and_filler_words_need_not_be_repeated() -> None:
