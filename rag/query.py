@@ -830,7 +830,8 @@ def parse(
     authors, used = vocab.find_authors(words, question)
     nobody = used if not authors else []  # a full name of whom only the surname wrote here
     track_hit, track_used = vocab.find_tracks(words)
-    cued = any(_track_cue(w) for w in words)
+    # "my area is ..." describes the asker, not a track.
+    cued = any(_track_cue(w) for w in words if w not in framing)
     if not track_hit and cued:
         # One of the names a subarea lists is a track's name only where a track is meant.
         track_hit, track_used = vocab.find_track_pieces(words)

@@ -13,6 +13,7 @@ The word lists are data files in `rag/words/` (one word a line, `#` comments):
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from functools import lru_cache
@@ -107,13 +108,16 @@ def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> b
         return True  # "1024-step" and "1,024-step"
     parts = [p for p in name.split("-") if p]
     # Parts capitalised each ("MoE-Guard") coin a name, which is not written apart.
-    described = any(p[:1].islower() for p in parts)
-    return (
-        text_stems is not None
-        and len(parts) > 1
-        and described
-        and all(stem(p.lower()) in text_stems for p in parts)
-    )
+    described = len(parts) > 1 and any(p[:1].islower() for p in parts)
+    if not described:
+        return False
+    # Lowercase words after a name describe it ("PPO-style", "GPT-4-based"): the name, as a
+    # word of its own (a short one is inside other words by chance). A word before a name
+    # changes it ("non-English"), and must be written too.
+    head = "-".join(itertools.takewhile(lambda p: not p[:1].islower(), parts)).lower()
+    if len(head) > SHORT_NAME and re.search(rf"(?<![a-z0-9]){re.escape(head)}s?(?![a-z])", text):
+        return True
+    return text_stems is not None and all(stem(p.lower()) in text_stems for p in parts)
 
 
 _LONG_NUMBER = re.compile(r"\d[\d,]{3,}")
@@ -143,11 +147,16 @@ def spells_out(text: str, acronym: str) -> bool:
 
 
 def one_edit(a: str, b: str) -> bool:
-    """Whether `b` is `a` with one letter changed, left out or added."""
+    """Whether `b` is `a` with one slip of the keyboard: a letter changed, left out or added,
+    or two neighbouring letters swapped."""
     if a == b or abs(len(a) - len(b)) > 1:
         return False
     if len(a) == len(b):
-        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+        differ = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        if len(differ) == 2 and differ[1] == differ[0] + 1:
+            i = differ[0]
+            return a[i] == b[i + 1] and a[i + 1] == b[i]
+        return len(differ) == 1
     short, long = sorted((a, b), key=len)
     return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 

@@ -114,6 +114,10 @@ def test_tracks_need_a_cue_unless_nothing_else_is_asked(vocab: Vocabulary) -> No
     assert len(parse("the Social Aspects track", fair).tracks) == 2
     both = parse("the Social Aspects papers in Safety", fair)
     assert both.tracks == ("Social Aspects · Safety",) and both.topical == ()
+    # "my area is ..." describes the asker: no track cue.
+    assert parse("the Safety area", vocab).tracks == ("Social Aspects · Safety",)
+    mine = parse("my area is safety of sparse autoencoders, what should I read?", vocab)
+    assert mine.tracks == () and "safety" in mine.topical
     # A track's whole name is that track, though another has the same halves swapped.
     swapped = Vocabulary.build([*PAPERS, Paper("p5", "Bounds.", track="Theory · Deep Learning")])
     assert parse("Deep Learning · Theory, please", swapped).tracks == ("Deep Learning · Theory",)

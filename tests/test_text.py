@@ -10,6 +10,7 @@ from rag.text import (
     fold,
     looks_coined,
     mentions_name,
+    one_edit,
     split_sentences,
     states_count,
     states_figure,
@@ -161,6 +162,12 @@ def test_a_two_letter_word_is_a_name_only_as_a_word() -> None:
     assert mentions_name("a price prediction model.", "PR")
 
 
+def test_one_slip_of_the_keyboard() -> None:
+    assert one_edit("sheep", "shep") and one_edit("sheep", "sheeps") and one_edit("sheep", "sleep")
+    assert one_edit("sheep", "shepe")  # neighbours swapped
+    assert not one_edit("sheep", "sehpe") and not one_edit("sheep", "sheep")
+
+
 def test_a_described_compound_is_found_written_apart_a_coined_one_is_not() -> None:
     text = "we accelerate sampling on a gpu and guard english-only models."
     said = set(stems(text))
@@ -169,6 +176,10 @@ def test_a_described_compound_is_found_written_apart_a_coined_one_is_not() -> No
     assert mentions_name("non english text.", "non-English", set(stems("non english text.")))
     # Each part capitalised: a coined name, which a text writing its words does not name.
     assert not mentions_name(text, "Gpu-Guard", said)
+    # Words after a name describe it: the name written as a word is enough.
+    assert mentions_name(text, "GPU-style", said)
+    assert mentions_name("fine-tuned on llama-2 with adapters.", "Llama-2-based")
+    assert not mentions_name("answers of gpus.", "SWE-bench", set(stems("answers of gpus.")))
 
 
 def test_any_figure_at_all() -> None:
