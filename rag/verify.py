@@ -22,6 +22,7 @@ from rag.text import (
     STOPWORDS,
     fold,
     stem,
+    word_list,
 )
 from rag.text import (
     coined_tokens as name_tokens,
@@ -35,30 +36,7 @@ OVERLAP_WEIGHT = 0.4
 _CITATION = re.compile(r"\[\s*\d+(?:\s*[,;–-]\s*\d+)*\s*\]")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z\-]+")
-_NEGATIONS = {
-    "not",
-    "no",
-    "never",
-    "cannot",
-    "can't",
-    "without",
-    "fails",
-    "fail",
-    "failed",
-    "neither",
-    "nor",
-    "none",
-    "unable",
-    "doesn't",
-    "don't",
-    "isn't",
-    "aren't",
-    "worse",
-    "slower",
-    "hurts",
-    "degrades",
-    "lacks",
-}
+_NEGATIONS = word_list("negations")
 # Words any abstract uses say nothing about whether a sentence is supported.
 _STOP = STOPWORDS | GENERIC_WORDS
 
