@@ -1079,19 +1079,26 @@ class PaperIndex:
 
     # ------------------------------------------------------------------ dense search
 
-    def nearer_half(self, vector: list[float]) -> set[str]:
-        """The papers with a passage among the nearer half of the store's passages to
-        `vector` (chunk ids are "<paper id>#<n>")."""
-        n = self.count_chunks() // 2
-        if n == 0:
-            return set()
-        with self.reaching_store():
-            got: Any = self.collection.query(
-                query_embeddings=[vector],  # type: ignore[arg-type]
-                n_results=n,
-                include=[],
-            )
-        return {str(i).rpartition("#")[0] for i in got["ids"][0]}
+    def nearest_papers(self, vector: list[float], n: int) -> list[str]:
+        """The `n` papers nearest `vector` by their nearest passage, nearest first (chunk
+        ids are "<paper id>#<n>")."""
+        chunks = self.count_chunks()
+        if n <= 0 or chunks == 0:
+            return []
+        out: dict[str, None] = {}
+        # A paper has a passage or two: twice as many passages nearly always hold n papers.
+        want = min(chunks, 2 * n + 10)
+        while True:
+            with self.reaching_store():
+                got: Any = self.collection.query(
+                    query_embeddings=[vector],  # type: ignore[arg-type]
+                    n_results=want,
+                    include=[],
+                )
+            out = dict.fromkeys(str(i).rpartition("#")[0] for i in got["ids"][0])
+            if len(out) >= n or want == chunks:
+                return list(out)[:n]
+            want = min(chunks, 2 * want)
 
     def dense_search(
         self, query: str, k: int = 5, where: dict[str, Any] | None = None

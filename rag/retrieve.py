@@ -607,16 +607,19 @@ class Retriever:
     def _false_premise(self, q: Query, pid: str) -> str:
         """A topic the question asks of the one paper it names ("how does X use
         reinforcement learning?") that the paper's title and abstract never say, in any
-        form, and to which the paper is further than half the collection is. A topic the
-        paper is near without saying it is what it is about ("deep learning" of a paper
-        that explains what time-series classifiers predict), not a premise it fails to
-        bear. Comparisons and yes/no questions bring other topics up to set against it."""
+        form, and to which the paper is not among the nearest papers: as many as say it,
+        and at least a search's first page. A paper that stands among them is about the
+        topic in other words ("deep learning" of a paper that explains what time-series
+        classifiers predict), not a premise it fails to bear. Comparisons and yes/no
+        questions bring other topics up to set against it."""
         paper = self.papers[pid]
         topic = self.topics.unsaid(q.text, f"{paper.title} {paper.abstract}")
-        if not topic:
+        if not topic or not self.index.count_chunks():
             return ""
-        near = self.index.nearer_half(self.index.query_model.get_query_embedding(topic))
-        return topic if near and pid not in near else ""
+        saying = len(self._mentioning([self.topics.needed(topic)]))
+        nearest = max(saying, self.index.settings.search.k)
+        vector = self.index.query_model.get_query_embedding(topic)
+        return "" if pid in self.index.nearest_papers(vector, nearest) else topic
 
     def _abstention_check(
         self,

@@ -151,6 +151,10 @@ class Topics:
         order = np.argsort(-sims)[:limit]
         return [(int(i), float(sims[i])) for i in order if sims[i] >= least]
 
+    def needed(self, phrase: str) -> tuple[str, ...]:
+        """The stems that mention the topic `phrase` (the inverse of `phrase`)."""
+        return self._needed[self.phrases.index(phrase)] if phrase in self.phrases else ()
+
     def phrase(self, needed: tuple[str, ...]) -> str:
         """The topic's own wording for the stems `named` returns ("sparse autoencoders")."""
         for i, n in enumerate(self._needed):
