@@ -743,6 +743,17 @@ def which(question: str) -> str:
     return ""
 
 
+def _cued_track(words: list[str]) -> str:
+    """The name "track" follows ("the Robotics track"): the content words right before
+    it, or "". ("Area" and "category" also name a field in plain English.)"""
+    for i, word in enumerate(words):
+        if word.removeprefix("sub").removeprefix("-") in ("track", "tracks"):
+            before = list(itertools.takewhile(lambda w: w not in FILLER, reversed(words[:i])))
+            if before:
+                return " ".join(reversed(before))
+    return ""
+
+
 def self_description(words: list[str]) -> set[str]:
     """The words by which the asker describes themselves ("I build ...", "my research is
     on ...", "I'm new to ..."): they frame a request, the field comes after them."""
@@ -854,6 +865,10 @@ def parse(
             unknown_author = name
         elif takes_track:
             tracks, topical = track_hit, rest
+    # "the Robotics track": a track asked for by name that no track has.
+    unknown_track = "" if tracks or authors else _cued_track(words)
+    if unknown_track and vocab.match_tracks(unknown_track):
+        unknown_track = ""
     # A track or an author written in quotes or with capitals is that filter, not a name.
     meta = set(used if authors else ()) | set(track_used if tracks else ())
     names = tuple(n for n in q.names if not set(tokens(n)) <= meta)
@@ -863,6 +878,7 @@ def parse(
         authors=tuple(authors),
         tracks=tuple(tracks),
         unknown_author=unknown_author,
+        unknown_track=unknown_track,
         named=tuple(named),
         own_named=tuple(p for p in named if vocab.naming(WORD.findall(question), [p], own=True)),
         names=names,

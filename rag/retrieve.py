@@ -343,7 +343,7 @@ class Retriever:
         if meta and q.authors:
             allowed = {pid for a in q.authors for pid in self._vocab.authors[a]}
             authors = self._vocab.author_names(allowed, q.authors)
-        if meta and q.explicit and q.unknown_track:
+        if meta and q.unknown_track:
             return Retrieval(
                 text, [], True, f"no indexed track matches {q.unknown_track!r}", "track", authors
             )

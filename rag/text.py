@@ -67,7 +67,10 @@ _CLITIC = re.compile(r"['’](?:s|re|ve|ll|d|m)$")
 
 def tokens(text: str) -> list[str]:
     """Folded words, hyphenated words kept whole ("fs-dfm", "o'brien")."""
-    words = (_CLITIC.sub("", t).strip("'’-") for t in WORD.findall(fold(text)))
+    # "&" is "and": "Models & Autoencoders" names what "Models and Autoencoders" does.
+    words = (
+        _CLITIC.sub("", t).strip("'’-") for t in WORD.findall(fold(text).replace("&", " and "))
+    )
     return [w for w in words if w]
 
 

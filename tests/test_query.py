@@ -114,6 +114,12 @@ def test_tracks_need_a_cue_unless_nothing_else_is_asked(vocab: Vocabulary) -> No
     assert len(parse("the Social Aspects track", fair).tracks) == 2
     both = parse("the Social Aspects papers in Safety", fair)
     assert both.tracks == ("Social Aspects · Safety",) and both.topical == ()
+    # "&" is "and"; a track asked for by a name no track has is an unknown track.
+    assert parse("papers in social aspects & safety", vocab).tracks == ("Social Aspects · Safety",)
+    robots = parse("show me the papers in the Robotics track", vocab)
+    assert robots.unknown_track == "robotics" and robots.tracks == ()
+    assert parse("which track is TimeSAE in?", vocab).unknown_track == ""
+    assert parse("papers in the theory track", vocab).unknown_track == ""
     # "my area is ..." describes the asker: no track cue.
     assert parse("the Safety area", vocab).tracks == ("Social Aspects · Safety",)
     mine = parse("my area is safety of sparse autoencoders, what should I read?", vocab)
@@ -192,6 +198,7 @@ def test_the_words_an_asker_describes_themselves_by_are_not_the_topic(
     )
     assert parse("I build SAT solvers; what should I read?", vocab).topical == ("sat", "solvers")
     assert parse("I'm new to graph colouring", vocab).topical == ("graph", "colouring")
+    assert parse("which papers deal with graph colouring?", vocab).topical == ("graph", "colouring")
     # Elsewhere such words are the topic's own.
     assert parse("papers that build SAT solvers", vocab).topical == ("build", "sat", "solvers")
 
