@@ -744,7 +744,7 @@ def which(question: str) -> str:
 
 
 def _cued_track(words: list[str]) -> str:
-    """The name "track" follows ("the Robotics track"): the content words right before
+    """The name "track" follows ("the Quantum Chemistry track"): the content words before
     it, or "". ("Area" and "category" also name a field in plain English.)"""
     for i, word in enumerate(words):
         if word.removeprefix("sub").removeprefix("-") in ("track", "tracks"):
@@ -865,7 +865,7 @@ def parse(
             unknown_author = name
         elif takes_track:
             tracks, topical = track_hit, rest
-    # "the Robotics track": a track asked for by name that no track has.
+    # "the Quantum Chemistry track": a track asked for by a name no track has.
     unknown_track = "" if tracks or authors else _cued_track(words)
     if unknown_track and vocab.match_tracks(unknown_track):
         unknown_track = ""

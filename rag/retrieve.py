@@ -332,11 +332,6 @@ class Retriever:
                 f"no indexed paper lists {q.unknown_author!r} as an author",
                 "author",
             )
-        # A question that names papers, or follows up on some, is answered with them and what
-        # they lack (_unstated).
-        unseen = q.unseen_name and not q.named and q.within is None
-        if mode == "hybrid" and unseen and self.index.settings.search.topic_check:
-            return Retrieval(text, [], True, f"no indexed paper mentions {q.unseen_name!r}", mode)
         allowed: set[str] | None = None
         authors: list[str] = []
         tracks: list[str] = list(q.tracks) if meta else []
@@ -347,6 +342,11 @@ class Retriever:
             return Retrieval(
                 text, [], True, f"no indexed track matches {q.unknown_track!r}", "track", authors
             )
+        # A question that names papers, or follows up on some, is answered with them and what
+        # they lack (_unstated).
+        unseen = q.unseen_name and not q.named and q.within is None
+        if mode == "hybrid" and unseen and self.index.settings.search.topic_check:
+            return Retrieval(text, [], True, f"no indexed paper mentions {q.unseen_name!r}", mode)
         if tracks:
             ids = {pid for t in tracks for pid in self._vocab.tracks[t]}
             allowed = ids if allowed is None else allowed & ids
@@ -609,8 +609,8 @@ class Retriever:
         reinforcement learning?") that the paper's title and abstract never say, in any
         form, and to which the paper is not among the nearest papers: as many as say it,
         and at least a search's first page. A paper that stands among them is about the
-        topic in other words ("deep learning" of a paper that explains what time-series
-        classifiers predict), not a premise it fails to bear. Comparisons and yes/no
+        topic in other words ("deep learning" of a paper that explains the predictions of
+        time-series classifiers), not a premise it fails to bear. Comparisons and yes/no
         questions bring other topics up to set against it."""
         paper = self.papers[pid]
         topic = self.topics.unsaid(q.text, f"{paper.title} {paper.abstract}")
