@@ -173,9 +173,13 @@ _FULL_TEXT = re.compile(
 )
 _AND = re.compile(r"\s*(?:\band\b|&)\s*", re.IGNORECASE)
 _WHY = re.compile(r"\s*(?:why|how come)\b", re.IGNORECASE)
-# First-person words ("I'm" folds to "i"): the word right after one describes the asker.
-_ASKER = frozenset({"i", "im", "my", "we", "our"})
-_ASKER_LINK = frozenset({"am", "m", "is", "are"})
+# How an asker describes themselves: "my research ...", "I'm new to ...", and "I build ..."
+# opening a sentence or clause (not "can I build ...?", which asks about the doing).
+_ASKER = re.compile(
+    r"\b(?:my|our)\s+([\w-]+)|\bi(?:['’]m|\s+am)\s+([\w-]+)"
+    r"|(?:^|[.,;:!?()\u2014\u2013]|\s-)\s*(?:i|we)\s+([\w-]+)",
+    re.IGNORECASE,
+)
 # "What error rate does X reach ...": the words of the result asked for. Only verbs that
 # report a result: "what purpose does X serve?" asks for no figure.
 _WHAT_RESULT = re.compile(
@@ -744,25 +748,20 @@ def which(question: str) -> str:
 
 
 def _cued_track(words: list[str]) -> str:
-    """The name "track" follows ("the Quantum Chemistry track"): the content words before
-    it, or "". ("Area" and "category" also name a field in plain English.)"""
+    """The name in "the X track" ("the Quantum Chemistry track"), or "". Not "keep track
+    of"; and "area" or "category" also name a field in plain English."""
     for i, word in enumerate(words):
         if word.removeprefix("sub").removeprefix("-") in ("track", "tracks"):
             before = list(itertools.takewhile(lambda w: w not in FILLER, reversed(words[:i])))
-            if before:
+            if before and i > len(before) and words[i - len(before) - 1] == "the":
                 return " ".join(reversed(before))
     return ""
 
 
-def self_description(words: list[str]) -> set[str]:
+def self_description(question: str) -> set[str]:
     """The words by which the asker describes themselves ("I build ...", "my research is
     on ...", "I'm new to ..."): they frame a request, the field comes after them."""
-    out = set()
-    for i, word in enumerate(words[:-1]):
-        if word in _ASKER:
-            j = i + 1 + (words[i + 1] in _ASKER_LINK and i + 2 < len(words))
-            out.add(words[j])
-    return out
+    return {fold(w) for m in _ASKER.finditer(question) for w in m.groups() if w}
 
 
 def asks_of(question: str) -> Asks:
@@ -791,7 +790,7 @@ def parse(
     quoted = [m.group(1).strip() for m in _QUOTED.finditer(question)]
     titled = [t for t in _TITLED.findall(question) if not set(tokens(t)) <= FILLER]
     names = tuple(dict.fromkeys([*coined_tokens(question), *quoted, *titled]))
-    framing = self_description(words)
+    framing = self_description(question)
     topical = [w for w in words if w not in FILLER and w not in framing]
     inside = _names_inside(question)
     proper = tuple(

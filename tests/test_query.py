@@ -119,6 +119,7 @@ def test_tracks_need_a_cue_unless_nothing_else_is_asked(vocab: Vocabulary) -> No
     missing = parse("list the Quantum Chemistry track", vocab)
     assert missing.unknown_track == "quantum chemistry" and missing.tracks == ()
     assert parse("which track is TimeSAE in?", vocab).unknown_track == ""
+    assert parse("how does TimeSAE keep track of time?", vocab).unknown_track == ""
     assert parse("papers in the theory track", vocab).unknown_track == ""
     # "my area is ..." describes the asker: no track cue.
     assert parse("the Safety area", vocab).tracks == ("Social Aspects · Safety",)
@@ -198,6 +199,8 @@ def test_the_words_an_asker_describes_themselves_by_are_not_the_topic(
     )
     assert parse("I build SAT solvers; what should I read?", vocab).topical == ("sat", "solvers")
     assert parse("I'm new to graph colouring", vocab).topical == ("graph", "colouring")
+    # Asking about a doing is not describing oneself.
+    assert parse("can we build SAT solvers?", vocab).topical == ("build", "sat", "solvers")
     assert parse("which papers deal with graph colouring?", vocab).topical == ("graph", "colouring")
     # Elsewhere such words are the topic's own.
     assert parse("papers that build SAT solvers", vocab).topical == ("build", "sat", "solvers")
