@@ -1085,7 +1085,6 @@ class PaperIndex:
         chunks = self.count_chunks()
         if n <= 0 or chunks == 0:
             return []
-        out: dict[str, None] = {}
         # A paper has a passage or two: twice as many passages nearly always hold n papers.
         want = min(chunks, 2 * n + 10)
         while True:
@@ -1095,9 +1094,9 @@ class PaperIndex:
                     n_results=want,
                     include=[],
                 )
-            out = dict.fromkeys(str(i).rpartition("#")[0] for i in got["ids"][0])
-            if len(out) >= n or want == chunks:
-                return list(out)[:n]
+            papers = list(dict.fromkeys(str(i).rpartition("#")[0] for i in got["ids"][0]))
+            if len(papers) >= n or want == chunks:
+                return papers[:n]
             want = min(chunks, 2 * want)
 
     def dense_search(

@@ -609,8 +609,8 @@ class Retriever:
         reinforcement learning?") that the paper's title and abstract never say, in any
         form, and to which the paper is not among the nearest papers: as many as say it,
         and at least a search's first page. A paper that stands among them is about the
-        topic in other words ("deep learning" of a paper that explains the predictions of
-        time-series classifiers), not a premise it fails to bear. Comparisons and yes/no
+        topic in other words ("optimisation" of a paper on a new step-size rule), not a
+        premise it fails to bear. Comparisons and yes/no
         questions bring other topics up to set against it."""
         paper = self.papers[pid]
         topic = self.topics.unsaid(q.text, f"{paper.title} {paper.abstract}")
