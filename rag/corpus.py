@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rag.text import looks_coined, short_phrase, word_list
+from rag.text import GENERIC_ACRONYMS, looks_coined, short_phrase
 
 LISTING_SUFFIXES = (".txt",)
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -237,7 +237,6 @@ def looks_like_abstract(line: str) -> bool:
 
 # ---------------------------------------------------------------------------- display names
 
-_GENERIC_ACRONYMS = word_list("generic_acronyms")
 _GENERIC_SUFFIXES = ("-based", "-like", "-free", "-aware", "-level", "-wise", "-style", "-scale")
 _NAME_TOKEN = r"[A-Za-z][A-Za-z0-9]*(?:[-‑][A-Za-z0-9]+)*"
 _INTRODUCE = re.compile(
@@ -271,7 +270,7 @@ def _is_method_name(token: str) -> bool:
         return False  # "LLM-based", "LLM-in-the-loop": a description, not a name
     if len(parts) > 1 and all(re.fullmatch(r"[A-Z]?[a-z]{2,}|of|and|to", p) for p in parts):
         return False  # "Concept-Guided", "Mixture-of-Experts": words, not a coined name
-    if token.casefold().rstrip("s") in _GENERIC_ACRONYMS or token.casefold() in _GENERIC_ACRONYMS:
+    if token.casefold().rstrip("s") in GENERIC_ACRONYMS or token.casefold() in GENERIC_ACRONYMS:
         return False
     if len(token) < 2 or len(token) > 30:
         return False
@@ -296,11 +295,7 @@ def coined_names(abstract: str) -> list[str]:
     for m in _INTRODUCE.finditer(text):
         span = m.group(1)
         lead = _INTRODUCED_WORD.match(span)
-        if (
-            lead
-            and lead.group(1)[0].isupper()
-            and lead.group(1).casefold() not in _GENERIC_ACRONYMS
-        ):
+        if lead and lead.group(1)[0].isupper() and lead.group(1).casefold() not in GENERIC_ACRONYMS:
             scores[lead.group(1)] += 7  # "we present Orak, a benchmark ..."
         for paren in _PAREN.findall(span):
             if _is_method_name(paren):

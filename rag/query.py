@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from rag.corpus import Paper
 from rag.text import (
+    GENERIC_ACRONYMS,
     KINDS,
     NUMBER_WORDS,
     QUESTION_WORDS,
@@ -185,6 +186,13 @@ _ASKER = re.compile(
 _WHAT_RESULT = re.compile(
     r"^\W*what\s+((?:(?!(?:does|do|did|is|are|was|were)\b)[\w'’-]+\s+){1,3}?)(?:does|do|did)"
     r"\s+(?:[\w'’-]+\s+)*?(?:reach|achieve|attain|obtain|get|report|score|keep|deliver)\b",
+    re.IGNORECASE,
+)
+# "what's the exact F1 that X reaches?": the same, asked with a relative clause.
+_WHAT_IS_RESULT = re.compile(
+    r"^\W*what(?:['’]s|\s+is|\s+was)\s+the\s+((?:(?!(?:that|which|does|do|did)\b)[\w'’-]+\s+)"
+    r"{1,4}?)(?:that|which)\s+(?:[\w'’-]+\s+)*?(?:reach|achieve|attain|obtain|get|report|score)"
+    r"(?:e?s|ed)?\b",
     re.IGNORECASE,
 )
 # "How many times larger" asks for a ratio, not a count.
@@ -601,6 +609,7 @@ class Vocabulary:
         out = []
         for sentence in split_sentences(text):
             for i, w in enumerate(WORD.findall(sentence)):
+                w = re.sub(r"['’]s$", "", w)  # "X's" is X
                 parts = [x for x in re.split(r"[-‑]", w) if x]
                 if fold(w) in own or any(fold(x) in own for x in parts):
                     continue
@@ -614,6 +623,8 @@ class Vocabulary:
             return False
         if is_acronym(word):
             short = word.removesuffix("s")
+            if short.lower() in GENERIC_ACRONYMS:
+                return False
             if len(short) <= SHORT_NAME:  # spells out too many runs by chance
                 return True
             if short not in self._described:
@@ -723,10 +734,17 @@ def counted(question: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def measured(question: str) -> tuple[str, ...]:
-    """What a "what <result> does <paper> reach?" question asks the value of."""
-    m = _WHAT_RESULT.search(question)
-    return tuple(w for w in WORD.findall(m.group(1)) if fold(w) not in FILLER) if m else ()
+def measured(question: str, own_names: Iterable[str] = ()) -> tuple[str, ...]:
+    """What a "what <result> does <paper> reach?" question asks the value of, or the words
+    after "how much" ("how much does X cut the FID?" -> cut, FID) but the papers' own names
+    in `own_names`: an abstract gives the figure beside what it measures."""
+    m = _WHAT_RESULT.search(question) or _WHAT_IS_RESULT.search(question)
+    if m:
+        return tuple(w for w in WORD.findall(m.group(1)) if fold(w) not in FILLER)
+    m = _HOW_MUCH.search(question)
+    own = set(own_names)
+    rest = WORD.findall(question[m.end() :]) if m else []
+    return tuple(w for w in rest if fold(w) not in FILLER and fold(w) not in own)
 
 
 _WHICH = re.compile(r"\b(?:which|what)\s+(?:(?:are|were|is|was)\s+the\s+)?", re.IGNORECASE)
@@ -738,13 +756,23 @@ def which(question: str) -> str:
     most three words that modify it, none of them filler (numbers aside) or a name ("what is
     the X benchmark?" asks what X is)."""
     for m in _WHICH.finditer(question):
-        for w in WORD.findall(question[m.end() :])[:4]:
+        after = WORD.findall(question[m.end() :])
+        if after and fold(after[0]) in ("one", "ones"):
+            # "tested on six LLMs - which ones?": the kind named before it.
+            kinds = [w for w in WORD.findall(question[: m.start()]) if _is_kind(w)]
+            return kinds[-1] if kinds else ""
+        for w in after[:4]:
             f = fold(w)
-            if {f, f.removesuffix("s"), re.sub(r"ies$", "y", f)} & KINDS:
+            if _is_kind(w):
                 return w
             if (f in FILLER and f not in NUMBER_WORDS) or looks_coined(w):
                 break
     return ""
+
+
+def _is_kind(word: str) -> bool:
+    f = fold(word)
+    return bool({f, f.removesuffix("s"), re.sub(r"ies$", "y", f)} & KINDS)
 
 
 def _cued_track(words: list[str]) -> str:
@@ -818,7 +846,7 @@ def parse(
         # is its subject, not what it asks for.
         full_text_detail="" if _WHY.match(question) or not detail else detail.group(0),
         counted=counted(question),
-        measured=measured(question),
+        measured=measured(question, vocab.names),
         which=which(question),
         figure=bool(_HOW_MUCH.search(question)),
         within=frozenset(within) if within is not None else None,

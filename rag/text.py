@@ -37,6 +37,8 @@ QUESTION_WORDS = word_list("question")
 CONTRIBUTION_VERBS = word_list("contribution")
 NUMBER_WORDS = word_list("numbers")
 KINDS = word_list("kinds")
+# Short forms so common in the field that they name no particular thing ("LLM", "FFN").
+GENERIC_ACRONYMS = word_list("generic_acronyms")
 
 
 def fold(text: str) -> str:
@@ -247,7 +249,10 @@ def states_value(text: str, measured: tuple[str, ...]) -> bool:
         return True  # "what results ...": nothing particular to look for
     for sentence in split_sentences(text):
         parts = [p for t in tokens(sentence) for p in t.split("-") if p]
-        if any(stem(p) in want for p in parts) and any(_DIGIT.search(p) for p in parts):
+        # The figure is a number beside it, not a digit in its name ("F1").
+        if any(stem(p) in want for p in parts) and any(
+            _DIGIT.search(p) and stem(p) not in want for p in parts
+        ):
             return True
     return False
 

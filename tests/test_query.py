@@ -269,6 +269,13 @@ def test_what_result_a_question_asks_the_value_of(vocab: Vocabulary) -> None:
     assert parse("What does TimeSAE do?", vocab).measured == ()
     assert parse("What purpose does sparsity serve in TimeSAE?", vocab).measured == ()
     assert parse("What is TimeSAE?", vocab).measured == ()
+    # Asked with a relative clause.
+    q = parse("What's the exact recall that TimeSAE reaches on FooBench?", vocab)
+    assert q.measured == ("exact", "recall")
+    # "How much ...": the words after it, but the paper's own name.
+    q = parse("How much does TimeSAE raise the recall on clocks?", vocab)
+    assert q.measured == ("raise", "recall", "clocks")
+    assert parse("How fast is TimeSAE?", vocab).measured == ()
 
 
 def test_a_quoted_phrase_names_the_papers_that_use_it(vocab: Vocabulary) -> None:
@@ -300,6 +307,9 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
         ("What is the ZorpBench benchmark?", ""),  # what it is, not which one
         ("What does Zorp do for LLM safety?", ""),
         ("Which papers study models of language?", ""),
+        # "which ones" asks for the kind named before it.
+        ("Zorp ran on four LLMs - which ones?", "LLMs"),
+        ("Zorp helps - which ones?", ""),
     ],
 )
 def test_which_kind_of_named_thing_a_question_asks_for(
@@ -324,7 +334,16 @@ def test_the_names_an_abstract_writes_for_things_other_than_itself() -> None:
         "Hints help.",
         title="Tools",
     )
-    vocab = Vocabulary.build([plain, named])
+    generic = Paper(
+        "z3",
+        # Short forms the field uses for plain things (rag/words/generic_acronyms.txt), and a
+        # paper's own name with a possessive, name nothing else.
+        "Its feed-forward networks (FFN) read AI-generated text, tuned with DPO; Zorq’s layers.",
+        title="Zorq",
+        names=("Zorq",),
+    )
+    vocab = Vocabulary.build([plain, named, generic])
+    assert vocab.names_written("z3") == []
     assert vocab.names_written("z1") == []
     assert vocab.names_written("z2") == ["Qwen3-8B", "FooBench", "English", "Klingon"]
 

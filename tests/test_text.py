@@ -131,6 +131,9 @@ def test_a_result_is_stated_where_a_sentence_gives_its_figure() -> None:
     assert not states_value(abstract, ("speed-up",))
     assert states_value("Top-1 accuracy reaches 81.2%.", ("top-1", "accuracy"))
     assert not states_value("Accuracy improves markedly on all tasks.", ("accuracy",))
+    # A digit in the name of what is measured is no figure of it.
+    assert not states_value("It improves F1 on FooBench.", ("F1",))
+    assert states_value("It reaches an F1 of 0.8.", ("F1",))
     # The same kind of result in other words (rag/words/results.txt).
     assert states_value("Sampling is 40× faster than before.", ("speedup",))
     # Nothing particular asked ("what results ..."): nothing to hold against the text.
