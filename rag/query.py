@@ -735,16 +735,22 @@ def counted(question: str) -> tuple[str, ...]:
 
 
 def measured(question: str, own_names: Iterable[str] = ()) -> tuple[str, ...]:
-    """What a "what <result> does <paper> reach?" question asks the value of, or the words
-    after "how much" ("how much does X cut the FID?" -> cut, FID) but the papers' own names
-    in `own_names`: an abstract gives the figure beside what it measures."""
+    """What a "what <result> does <paper> reach?" question asks the value of, or the metric
+    a "how much" question names ("how much does X cut the FID?" -> FID), papers' own names
+    (`own_names`) aside: an abstract gives the figure beside what it measures. Other words
+    after "how much" say what changes ("cut its cost"), which an abstract words its own way."""
     m = _WHAT_RESULT.search(question) or _WHAT_IS_RESULT.search(question)
     if m:
         return tuple(w for w in WORD.findall(m.group(1)) if fold(w) not in FILLER)
     m = _HOW_MUCH.search(question)
     own = set(own_names)
-    rest = WORD.findall(question[m.end() :]) if m else []
-    return tuple(w for w in rest if fold(w) not in FILLER and fold(w) not in own)
+    # A metric's name is one word (FID, F1, BLEU); a hyphenated one names a method.
+    rest = coined_tokens(question[m.end() :]) if m else []
+    return tuple(
+        w
+        for w in rest
+        if fold(w) not in own and "-" not in w and fold(w).removesuffix("s") not in GENERIC_ACRONYMS
+    )
 
 
 _WHICH = re.compile(r"\b(?:which|what)\s+(?:(?:are|were|is|was)\s+the\s+)?", re.IGNORECASE)

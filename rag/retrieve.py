@@ -482,10 +482,16 @@ class Retriever:
             return Retrieval(
                 query, hits, True, reason, mode, authors, tracks, signals=signals, premise=premise
             )
-        if mode == "hybrid" and (unstated := self._unstated(q, named, hits)):
+        # Papers picked out by their authors ("Smith et al.") are as surely the ones asked
+        # about as papers named by their own names.
+        known = named or (sorted(allowed) if authors and allowed is not None else [])
+        own = [pid for pid in named if pid in q.own_named] or known[len(named) :]
+        if mode == "hybrid" and (unstated := self._unstated(q, known, own, hits)):
             reason = f"the question asks for {unstated!r}, which " + (
                 "the abstracts of the papers it names do not state"
                 if named
+                else f"the abstracts of {', '.join(authors)}'s papers do not state"
+                if known
                 else "none of the closest abstracts states"
             )
             return Retrieval(
@@ -559,7 +565,7 @@ class Retriever:
             return " ".join(terms)
         return None
 
-    def _unstated(self, q: Query, named: list[str], hits: list[Hit]) -> str:
+    def _unstated(self, q: Query, named: list[str], own: list[str], hits: list[Hit]) -> str:
         """What the question asks for that the papers it is about do not state, if anything:
         a detail only full papers give ("batch size") that none of them mentions, or, for
         papers it names, a name that neither they nor the papers found with them contain
@@ -582,20 +588,21 @@ class Retriever:
             words = {w for t in texts for w in stems(t)}
             # Words written as names, once the papers are named by names of their own
             # ("Orak"), not by words they capitalise: two papers that write "Nordic" are no
-            # sign that a paraphrase is about them. The words that named them aside.
+            # sign that a paraphrase is about them. The words that named them aside. Papers
+            # picked out by their authors are named surely enough.
             proper: tuple[str, ...] = ()
-            if q.names or self._vocab.naming(q.proper, named, own=True):
+            by_authors = not set(named) & set(q.named)
+            if q.names or by_authors or self._vocab.naming(q.proper, named, own=True):
                 picked = self._vocab.naming(q.proper, named)
                 proper = tuple(w for w in q.proper if w not in picked)
             for name in (*q.names, *proper):
                 if not any(mentions_name(t, name, words) for t in texts):
                     return name
         # "Which LLM does X use?" asks for a name, which an abstract that writes none but its
-        # own cannot give. Only for papers named by their own names, not by chance capitals.
-        if asked and q.which and named:
-            own = [pid for pid in named if pid in q.own_named]
-            if own and not any(self._vocab.names_written(pid) for pid in own):
-                return f"which {q.which}"
+        # own cannot give. Only for papers named by their own names or their authors, not by
+        # chance capitals.
+        if asked and q.which and own and not any(self._vocab.names_written(p) for p in own):
+            return f"which {q.which}"
         # How large a result is, of papers whose abstracts give no figure at all.
         if asked and q.figure and named and not any(states_figure(t) for t in written):
             return "a figure"

@@ -273,8 +273,11 @@ def test_what_result_a_question_asks_the_value_of(vocab: Vocabulary) -> None:
     q = parse("What's the exact recall that TimeSAE reaches on FooBench?", vocab)
     assert q.measured == ("exact", "recall")
     # "How much ...": the words after it, but the paper's own name.
-    q = parse("How much does TimeSAE raise the recall on clocks?", vocab)
-    assert q.measured == ("raise", "recall", "clocks")
+    q = parse("How much does TimeSAE raise the AUROC on clocks?", vocab)
+    assert q.measured == ("AUROC",)
+    assert parse("By how many times does TimeSAE cut its cost?", vocab).measured == ()
+    # Not a method's hyphenated name or a common short form.
+    assert parse("How much faster is Zorp-X than LLMs?", vocab).measured == ()
     assert parse("How fast is TimeSAE?", vocab).measured == ()
 
 

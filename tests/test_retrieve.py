@@ -161,6 +161,12 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # Which one of a kind, asked of a paper whose abstract writes no name but its own.
     r = retriever.retrieve("Which tokenizer does LEON rely on?")
     assert r.abstained and r.unstated == "which tokenizer" and names(r)[0] == "LEON"
+    # Papers picked out by their authors are asked just as surely.
+    r = retriever.retrieve("Which LLM did Osbert Bastani's team use for treatment plans?")
+    assert r.abstained and r.unstated == "which LLM" and "Osbert Bastani" in r.reason
+    r = retriever.retrieve("Did Shrey Shah beat Mistral models?")
+    assert r.abstained and r.unstated == "Mistral"
+    assert not retriever.retrieve("Did Shrey Shah beat Qwen3-8B?").abstained
     # One that writes names (Qwen3) may say: the answer stage reads which.
     assert not retriever.retrieve("Which checkpoints does MoLoRA start from?").unstated
     q = "Which checkpoints does MoLoRA start from, and by how much does it win?"
