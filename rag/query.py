@@ -744,12 +744,13 @@ def measured(question: str, own_names: Iterable[str] = ()) -> tuple[str, ...]:
         return tuple(w for w in WORD.findall(m.group(1)) if fold(w) not in FILLER)
     m = _HOW_MUCH.search(question)
     own = set(own_names)
-    # A metric's name is one word (FID, F1, BLEU); a hyphenated one names a method.
+    # A metric's name is one singular word (FID, F1, BLEU): not a method's hyphenated name,
+    # nor a plural short form ("LMs"), nor a function word in capitals ("NOT").
     rest = coined_tokens(question[m.end() :]) if m else []
     return tuple(
         w
         for w in rest
-        if fold(w) not in own and "-" not in w and fold(w).removesuffix("s") not in GENERIC_ACRONYMS
+        if fold(w) not in own | FILLER and "-" not in w and not re.search(r"[A-Z]s$", w)
     )
 
 
@@ -823,7 +824,9 @@ def parse(
     # A phrase in quotes is a name too: the papers that use it are what the question is about.
     quoted = [m.group(1).strip() for m in _QUOTED.finditer(question)]
     titled = [t for t in _TITLED.findall(question) if not set(tokens(t)) <= FILLER]
-    names = tuple(dict.fromkeys([*coined_tokens(question), *quoted, *titled]))
+    # A function word in capitals ("NOT") is emphasis, not a name.
+    coined = [t for t in coined_tokens(question) if fold(t) not in FILLER]
+    names = tuple(dict.fromkeys([*coined, *quoted, *titled]))
     framing = self_description(question)
     topical = [w for w in words if w not in FILLER and w not in framing]
     inside = _names_inside(question)

@@ -239,9 +239,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(\[])")
 
 
 def states_value(text: str, measured: tuple[str, ...]) -> bool:
-    """Whether `text` has a sentence naming what `measured` names ("translation accuracy",
-    or words of the same kind of result: "faster" for "speedup") together with a number:
-    where an abstract reports a result, it gives the figure."""
+    """Whether `text` names what `measured` names ("translation accuracy", or words of the
+    same kind of result: "faster" for "speedup") with a number beside it, within
+    VALUE_REACH words: where an abstract reports a result, it gives the figure there."""
     said = {stem(w) for m in measured for w in tokens(m) if w not in GENERIC_WORDS}
     kinds = _result_words()
     want = set().union(said, *(kinds.get(w, set()) for w in said))
@@ -249,14 +249,17 @@ def states_value(text: str, measured: tuple[str, ...]) -> bool:
         return True  # "what results ...": nothing particular to look for
     for sentence in split_sentences(text):
         parts = [p for t in tokens(sentence) for p in t.split("-") if p]
-        # The figure is a number beside it, not a digit in its name ("F1").
-        if any(stem(p) in want for p in parts) and any(
-            _DIGIT.search(p) and stem(p) not in want for p in parts
-        ):
+        at = [i for i, p in enumerate(parts) if stem(p) in want]
+        # A number, not a name with a digit in it ("F1", "HumanML3D").
+        figures = [i for i, p in enumerate(parts) if p[0].isdigit()]
+        if any(abs(i - j) <= VALUE_REACH for i in at for j in figures):
             return True
     return False
 
 
+# How far a result's figure stands from what it measures: a clause ("a 3.5% gain in
+# BLEU", "accuracy rises from 71% to 80%"), not the next result of a list.
+VALUE_REACH = 6
 _DIGIT = re.compile(r"\d")
 
 

@@ -278,6 +278,8 @@ def test_what_result_a_question_asks_the_value_of(vocab: Vocabulary) -> None:
     assert parse("By how many times does TimeSAE cut its cost?", vocab).measured == ()
     # Not a method's hyphenated name or a common short form.
     assert parse("How much faster is Zorp-X than LLMs?", vocab).measured == ()
+    assert parse("How much of it is NOT noise?", vocab).measured == ()
+    assert parse("How much does Zorp cut the FID?", vocab).measured == ("FID",)
     assert parse("How fast is TimeSAE?", vocab).measured == ()
 
 
