@@ -469,14 +469,16 @@ class Retriever:
             whose = f"{', '.join(authors)}'s papers" if authors else "the track's papers"
             reason = f"the question is about {lacking!r}; none of {whose} mention it"
             return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
+        # The one paper the question is about: the one it names, or the one it names by a
+        # name of its own among others it picks out by chance capitals ("ImageNet").
+        subject = named if len(q.named) == 1 else [p for p in named if p in q.own_named]
         if (
             mode == "hybrid"
-            and len(named) == 1
-            and len(q.named) == 1
+            and len(subject) == 1
             and not (q.authors or q.tracks)
             and q.asks in (Asks.EXPLAIN, Asks.DETAIL, Asks.TOPIC)
             and self.index.settings.search.topic_check
-            and (premise := self._false_premise(q, named[0]))
+            and (premise := self._false_premise(q, subject[0]))
         ):
             reason = f"the paper the question names never mentions {premise!r}"
             return Retrieval(

@@ -184,6 +184,9 @@ def test_a_topic_the_named_paper_never_says_is_a_false_premise(
 ) -> None:
     r = real_retriever.retrieve("How does TimeSAE handle image watermarking?")
     assert r.abstained and r.premise == "watermarking" and names(r)[0] == "TimeSAE"
+    # The paper named by its own name is the subject, whatever a chance capital picks out.
+    r = real_retriever.retrieve("How does TimeSAE handle image watermarking on ImageNet?")
+    assert r.abstained and r.premise == "watermarking" and names(r)[0] == "TimeSAE"
     # Nearer the topic than half the collection, but not among the papers that say it.
     r = real_retriever.retrieve("How does TimeSAE use reinforcement learning?")
     assert r.abstained and r.premise == "reinforcement learning"
