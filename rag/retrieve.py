@@ -424,11 +424,15 @@ class Retriever:
         dense = self._dense(query, vector, depth, allowed) if vector is not None else []
         sparse = self._sparse(query, depth, allowed) if mode in ("hybrid", "bm25") else []
         topics: list[tuple[str, ...]] = []
+        written: dict[tuple[str, ...], str] = {}
         # The topics a question asking for papers spells out are what the papers must be
         # about (rag.topics); other questions use such words in passing.
         asks_for_papers = q.spells_topics
         if mode == "hybrid" and vector is not None and self.index.settings.search.topic_check:
             topics = self.topics.named(query, vector, asks_for_papers)
+            if asks_for_papers and not topics:
+                written = self._written_runs(q)
+                topics = list(written)
 
         passages: dict[str, tuple[float, str]] = {}
         fused = _fuse(dense, sparse, LEG_WEIGHTS["bm25"])
@@ -519,7 +523,7 @@ class Retriever:
         phrases: list[str] = []
         if q.wants_all and topics and not named and mode == "hybrid":
             hits, total = self._every_mention(q, topics, hits, allowed, fused, passages)
-            phrases = [self.topics.phrase(t) for t in topics]
+            phrases = [written.get(t) or self.topics.phrase(t) for t in topics]
         return Retrieval(
             query,
             hits,
@@ -716,6 +720,32 @@ class Retriever:
                 score = round(fused.get(pid, 0.0), 6)
                 first.append(Hit(self.papers[pid], score, passage, ("topic",)))
         return first, len(mentioning)
+
+    def _written_runs(self, q: Query) -> dict[tuple[str, ...], str]:
+        """Topics the background list lacks, from the collection's own text: the longest runs
+        of two or more of the question's topical words in a row that some paper writes
+        together ("statistical physics"), their stems to their wording."""
+        topical = set(q.topical)
+        runs: list[list[str]] = [[]]
+        for i, w in enumerate(q.words):
+            # The verb after "papers (that)" says what they do with the topic ("use", "study").
+            before = [b for b in q.words[max(0, i - 2) : i] if b not in ("that", "which")]
+            if w in topical and not (before and before[-1] in ("paper", "papers")):
+                runs[-1].append(w)
+            elif runs[-1]:
+                runs.append([])
+        out: dict[tuple[str, ...], str] = {}
+        for run in runs:
+            taken: set[int] = set()
+            for size in range(len(run), 1, -1):
+                for i in range(len(run) - size + 1):
+                    if taken & set(range(i, i + size)):
+                        continue
+                    needed = self.topics.needed_stems(" ".join(run[i : i + size]))
+                    if len(needed) > 1 and self._mentioning([needed]):
+                        out[needed] = " ".join(run[i : i + size])
+                        taken |= set(range(i, i + size))
+        return out
 
     def _mentioning(self, topics: list[tuple[str, ...]]) -> dict[str, list[str]]:
         """Papers whose title and abstract mention every one of `topics` (rag.topics), with

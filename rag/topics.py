@@ -155,6 +155,10 @@ class Topics:
         """The stems that mention the topic `phrase` (the inverse of `phrase`)."""
         return self._needed[self.phrases.index(phrase)] if phrase in self.phrases else ()
 
+    def needed_stems(self, phrase: str) -> tuple[str, ...]:
+        """The stems that mention any phrase, known topic or not: its words', generic aside."""
+        return tuple(w for w in _stems(phrase) if w not in self._generic)
+
     def phrase(self, needed: tuple[str, ...]) -> str:
         """The topic's own wording for the stems `named` returns ("sparse autoencoders")."""
         for i, n in enumerate(self._needed):

@@ -325,3 +325,15 @@ def test_papers_that_name_the_topic_come_first(real_retriever: Retriever) -> Non
     r = real_retriever.retrieve("Which papers use sparse autoencoders?", k=8)
     says = ["sparse autoencoder" in h.paper.abstract.lower() for h in r.hits]
     assert sum(says) == 5 and says == sorted(says, reverse=True)
+
+
+def test_a_phrase_the_collection_writes_is_a_topic_the_background_lacks(
+    real_retriever: Retriever,
+) -> None:
+    # "single-location regression" is on no background list; one abstract writes it.
+    q = "Which papers study single-location regression?"
+    vector = real_retriever.index.query_model.get_query_embedding(q)
+    assert real_retriever.topics.named(q, vector, True) == []
+    r = real_retriever.retrieve(q)
+    assert "single-location regression" in r.hits[0].paper.abstract
+    assert r.topics == ["single-location regression"] and r.total == 1
