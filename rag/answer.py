@@ -62,6 +62,22 @@ __all__ = [
 ]
 
 NO_COVERAGE = "The indexed abstracts don't cover this question."
+
+
+def unknown_track_text(asked: str, tracks: list[str]) -> str:
+    """The reply to a track no indexed track is called: the areas the tracks fall under, so
+    the asker can ask for one of those instead."""
+    if not tracks:
+        return f"No indexed track is called {asked!r}: no indexed paper lists a track."
+    areas = list(dict.fromkeys(t.split(" · ")[0] for t in tracks))
+    return (
+        f"No indexed track is called {asked!r}. The {len(tracks)} indexed tracks fall under "
+        f"{', '.join(areas[:-1])} and {areas[-1]}."
+        if len(areas) > 1
+        else f"No indexed track is called {asked!r}. The indexed tracks fall under {areas[0]}."
+    )
+
+
 # A list line of fewer words than this says nothing a reader can use ("argues AI safety",
 # "introduces SAEmnesia"): the paper's own clause is shown instead.
 MIN_GIST_WORDS = 4
@@ -362,6 +378,11 @@ class Answerer:
                 result.reason,
                 f"The indexed abstracts don't state this ({result.unstated}); it would be in "
                 "the full papers, if anywhere. The closest papers are listed below.",
+            )
+        elif result.abstained and result.parsed and result.parsed.unknown_track:
+            tracks = self.retriever.tracks
+            self._abstain(
+                answer, result.reason, unknown_track_text(result.parsed.unknown_track, tracks)
             )
         elif result.abstained:
             self._abstain(answer, result.reason, f"{NO_COVERAGE} ({result.reason})")

@@ -200,6 +200,20 @@ def test_no_answer_abstains_without_calling_the_llm(fake_seed: Settings) -> None
     assert answer.text.startswith("The indexed abstracts don't cover this question")
 
 
+def test_a_track_no_track_is_called_is_answered_with_the_areas_there_are(
+    fake_seed: Settings,
+) -> None:
+    a, backend = answerer(fake_seed, "should never be asked")
+    answer = a.ask("What is in the Zorbology track?")
+    assert answer.abstained and backend.prompts == []
+    assert answer.text.startswith("No indexed track is called 'zorbology'.")
+    assert "Deep Learning" in answer.text and "Social Aspects" in answer.text
+    # So too for the --track filter.
+    assert a.ask("anything on diffusion?", track="Zorbology").text.startswith(
+        "No indexed track is called 'Zorbology'."
+    )
+
+
 def test_full_text_details_are_not_invented(seed_readonly: Settings) -> None:
     a, backend = answerer(seed_readonly, "It used 8 A100 GPUs [1].")
     answer = a.ask("What GPUs was TimeSAE trained on?")
