@@ -799,6 +799,16 @@ def self_description(question: str) -> set[str]:
     return {fold(w) for m in _ASKER.finditer(question) for w in m.groups() if w}
 
 
+# "which papers use ...", "papers that study ...": the verb says what they do with the topic.
+_PAPERS_DO = re.compile(r"\b(?:(?:which|what)\s+papers?|papers?\s+(?:that|which))\s+([a-z]+)\b")
+
+
+def papers_do(question: str) -> set[str]:
+    """The verb right after "papers" ("use", "study", "draw"), which frames a question for
+    papers rather than naming their topic; not a filler word ("papers on ...")."""
+    return {w for w in _PAPERS_DO.findall(question.lower()) if w not in FILLER}
+
+
 def asks_of(question: str) -> Asks:
     for kind, pattern in _ASKS:
         if pattern.search(question):
@@ -827,7 +837,7 @@ def parse(
     # A function word in capitals ("NOT") is emphasis, not a name.
     coined = [t for t in coined_tokens(question) if fold(t) not in FILLER]
     names = tuple(dict.fromkeys([*coined, *quoted, *titled]))
-    framing = self_description(question)
+    framing = self_description(question) | papers_do(question)
     topical = [w for w in words if w not in FILLER and w not in framing]
     inside = _names_inside(question)
     proper = tuple(

@@ -727,10 +727,8 @@ class Retriever:
         together ("statistical physics"), their stems to their wording."""
         topical = set(q.topical)
         runs: list[list[str]] = [[]]
-        for i, w in enumerate(q.words):
-            # The verb after "papers (that)" says what they do with the topic ("use", "study").
-            before = [b for b in q.words[max(0, i - 2) : i] if b not in ("that", "which")]
-            if w in topical and not (before and before[-1] in ("paper", "papers")):
+        for w in q.words:
+            if w in topical:
                 runs[-1].append(w)
             elif runs[-1]:
                 runs.append([])

@@ -264,6 +264,14 @@ def test_a_paper_is_named_by_its_own_name_or_by_a_word_it_capitalises() -> None:
     assert set(both.named) == {"p1", "p4"} and both.own_named == ("p1",)
 
 
+def test_the_verb_after_papers_frames_the_question(vocab: Vocabulary) -> None:
+    assert parse("Which papers lean on time series?", vocab).topical == ("time", "series")
+    assert parse("papers that lean on time series", vocab).topical == ("time", "series")
+    # Not a word after a bare "papers", which may start the topic.
+    assert parse("papers on time series", vocab).topical == ("time", "series")
+    assert parse("papers time series?", vocab).topical == ("time", "series")
+
+
 def test_what_result_a_question_asks_the_value_of(vocab: Vocabulary) -> None:
     assert parse("What error rate does TimeSAE reach?", vocab).measured == ("error", "rate")
     assert parse("What does TimeSAE do?", vocab).measured == ()

@@ -337,3 +337,6 @@ def test_a_phrase_the_collection_writes_is_a_topic_the_background_lacks(
     r = real_retriever.retrieve(q)
     assert "single-location regression" in r.hits[0].paper.abstract
     assert r.topics == ["single-location regression"] and r.total == 1
+    # What the papers do with it ("lean on") frames the question; the topic is written.
+    r = real_retriever.retrieve("Which papers lean on statistical physics?")
+    assert not r.abstained and "statistical physics" in r.hits[0].paper.abstract
