@@ -709,6 +709,19 @@ class Answerer:
         by_n = {s.n: s for s in sources}
         if cited:
             verdict = self.verifier.check(body, [by_n[n].paper for n in cited], question)
+            if verdict.supported and len(cited) > 1:
+                # A second paper cited on a sentence one paper alone supports, that itself
+                # does not, is a wrong citation: the reader would follow it for nothing.
+                alone = [
+                    n
+                    for n in cited
+                    if self.verifier.check(body, [by_n[n].paper], question).supported
+                ]
+                if alone and alone != cited:
+                    dropped = ", ".join(f"[{n}]" for n in cited if n not in alone)
+                    note = "; ".join(x for x in (note, f"citation {dropped} dropped") if x)
+                    cited = alone
+                    verdict = self.verifier.check(body, [by_n[n].paper for n in cited], question)
             if verdict.supported:
                 return Sentence(body, cited, True, verdict.score, verdict.evidence, note)
         # Wrong or missing citation: the source that does support it, if any, is cited instead
