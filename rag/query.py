@@ -357,7 +357,7 @@ class Vocabulary:
         if self._text is None:
             written = self.written()  # takes the lock itself
             with self._lock:
-                self._text = written.lower()
+                self._text = fold(written)  # "Itô" is "Ito", as a question may write it
         return self._text
 
     def written(self) -> str:
@@ -568,9 +568,11 @@ class Vocabulary:
         }
 
     def unknown_name(self, names: Iterable[str]) -> str:
-        """A name no title or abstract contains (a substring test: errs towards known)."""
+        """A name no title or abstract contains (a substring test: errs towards known). A
+        common short form ("VAE", "PhD") names no particular thing, so its absence is no
+        sign that nothing indexed is about the question."""
         text = self.text()
-        return next((n for n in names if not mentions_name(text, n, self.stems())), "")
+        return next((n for n in _particular(names) if not mentions_name(text, n, self.stems())), "")
 
     def unseen_name(self, names: Iterable[str]) -> str:
         """A name with a word no title or abstract writes in any form, alone or in a compound
@@ -580,7 +582,7 @@ class Vocabulary:
         return next(
             (
                 n
-                for n in names
+                for n in _particular(names)
                 if any(
                     said.isdisjoint({stem(w), stem(w.removesuffix("s"))}) for w in plain_words(n)
                 )
@@ -655,6 +657,11 @@ class Vocabulary:
 _MARKUP = re.compile(r"https?://\S+|\$[^$]*\$|\\\w+")
 # Words and what follows them in parentheses: a short form of them, or their long form.
 _DEFINED = re.compile(r"((?:[\w-]+\s+){1,6})\(([^()]{2,60})\)")
+
+
+def _particular(names: Iterable[str]) -> list[str]:
+    """`names` but the field's common short forms (rag/words/generic_acronyms.txt)."""
+    return [n for n in names if fold(n).removesuffix("s") not in GENERIC_ACRONYMS]
 
 
 def _after(name: str, token: str) -> str:

@@ -29,6 +29,7 @@ from rag.text import (
     CONTRIBUTION_VERBS,
     GENERIC_WORDS,
     contains,
+    fold,
     mentions_name,
     split_sentences,
     states_count,
@@ -559,7 +560,7 @@ class Retriever:
         # A topic the background list lacks: none of its words (as a follow-up reads them)
         # nor a name it uses is in any of those papers.
         if q.names:
-            lowered = [t.lower() for t in texts]
+            lowered = [fold(t) for t in texts]
             said = {w for t in lowered for w in stems(t)}
             for name in q.names:
                 if not any(mentions_name(t, name, said) for t in lowered):
@@ -579,7 +580,7 @@ class Retriever:
         them gives. Their abstracts cannot answer it, however close they are."""
         about = [self.papers[pid] for pid in named] or [h.paper for h in hits]
         written = [f"{p.title}. {p.abstract}" for p in about]
-        texts = [t.lower() for t in written]
+        texts = [fold(t) for t in written]
         # Asked of papers, not a question for papers ("which papers release source code?"),
         # whose detail words are its topic.
         asked = q.asks not in (Asks.PAPERS, Asks.RECOMMEND)
@@ -590,7 +591,7 @@ class Retriever:
         if asked and q.counted and not any(states_count(t, q.counted) for t in written):
             return f"the number of {' '.join(q.counted)}"
         if named:
-            texts += [f"{h.paper.title} {h.paper.abstract}".lower() for h in hits]
+            texts += [fold(f"{h.paper.title} {h.paper.abstract}") for h in hits]
             words = {w for t in texts for w in stems(t)}
             # Words written as names, once the papers are named by names of their own
             # ("Orak"), not by words they capitalise: two papers that write "Nordic" are no

@@ -94,11 +94,11 @@ SHORT_NAME = 2
 
 
 def mentions_name(text: str, name: str, text_stems: set[str] | None = None) -> bool:
-    """Whether lowercased `text` has `name` (a substring test: errs towards known). So do an
+    """Whether folded `text` (`fold`) has `name` (a substring test: errs towards known). So do an
     acronym's words ("DAGs" of "directed acyclic graphs"); and, given the text's word stems,
     the parts of a hyphenated compound with a lowercase part ("GPU-accelerated"), since such
     compounds are also written apart ("accelerated on a GPU")."""
-    lowered = name.lower()
+    lowered = fold(name)
     if len(lowered) <= SHORT_NAME and not name.isupper():
         # A word of two letters is inside many others ("Go" in "good"): only as a word. (A
         # short form as short, "PR", stands for ordinary words: no evidence either way.)

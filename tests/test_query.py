@@ -148,6 +148,12 @@ def test_names_papers_and_unknown_names(vocab: Vocabulary) -> None:
     q = parse("What is TimeSAE?", vocab)
     assert q.named == ("p1",) and q.unknown_name == ""
     assert parse("Does any paper use AlphaFold?", vocab).unknown_name == "AlphaFold"
+    # The field's common short forms name nothing in particular: no paper need write them.
+    q = parse("As a PhD student on GANs, what should I read?", vocab)
+    assert q.names == ("PhD", "GANs") and q.unknown_name == q.unseen_name == ""
+    # A name is the same name with its accents or without.
+    accented = Vocabulary.build([*PAPERS, Paper("p4", "Under Itô noise, Zorbé-Net holds.")])
+    assert parse("Does Zorbe-Net hold under Ito noise?", accented).unknown_name == ""
     # Capitalised words in a row inside a sentence are a name, found as a phrase or not.
     q = parse("What does the Sparse Variance Forest do?", vocab)
     assert q.names == ("Sparse Variance Forest",) and q.unknown_name == "Sparse Variance Forest"
