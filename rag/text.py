@@ -228,6 +228,17 @@ def states_count(text: str, counted: tuple[str, ...]) -> bool:
     return False
 
 
+# What restates or exemplifies what comes before it: a parenthesis, or "e.g."/"i.e." up to
+# the end of the clause.
+_GLOSS = re.compile(r"\([^()]*\)|\b(?:e\.g|i\.e)\.?,?\s[^.;?!()]*", re.IGNORECASE)
+
+
+def without_glosses(text: str) -> str:
+    """`text` without its glosses: "papers on X (Y, Z)" asks for X; Y and Z say what X is,
+    or give instances of it, in the asker's own words."""
+    return _GLOSS.sub(" ", text)
+
+
 def states_figure(text: str) -> bool:
     """Whether `text` gives any figure at all: a digit or a number written as a word."""
     return bool(_DIGIT.search(text)) or not NUMBER_WORDS.isdisjoint(tokens(text))

@@ -35,6 +35,7 @@ from rag.text import (
     one_edit,
     plain_words,
     stem,
+    without_glosses,
 )
 from rag.text import stems as _stems
 
@@ -279,6 +280,33 @@ class Topics:
         return sum(_together(needed, [words]) for needed in topics)
 
     def unmentioned(
+        self,
+        question: str,
+        query_vector: Any,
+        texts: list[str],
+        spelled: bool = False,
+        joined: bool = False,
+    ) -> str | None:
+        """`_unmentioned`, but a topic the question names only in a gloss ("X (Y, Z)", "X,
+        e.g. Y") explains X or gives instances of it: where the texts mention a topic the
+        rest names and lack none of it, the gloss is not required too. Where they mention
+        none, its instances are what says the papers lack the subject."""
+        lacking = self._unmentioned(question, query_vector, texts, spelled, joined)
+        main = without_glosses(question)
+        if lacking is None or main == question:
+            return lacking
+        if self._unmentioned(main, query_vector, texts, spelled, joined) is not None:
+            return lacking
+        asked = set(_stems(main))
+        words = [self.text_stems(t) for t in texts]
+        near = [i for i, _sim in self._near(query_vector, 10)] + self._spelled(main, 1)
+        for i in near:
+            needed = self._needed[i]
+            if needed and set(needed) <= asked and _together(needed, words):
+                return None
+        return lacking
+
+    def _unmentioned(
         self,
         question: str,
         query_vector: Any,

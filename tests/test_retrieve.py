@@ -340,3 +340,15 @@ def test_a_phrase_the_collection_writes_is_a_topic_the_background_lacks(
     # What the papers do with it ("lean on") frames the question; the topic is written.
     r = real_retriever.retrieve("Which papers lean on statistical physics?")
     assert not r.abstained and "statistical physics" in r.hits[0].paper.abstract
+
+
+def test_a_topic_named_only_in_a_gloss_is_not_required(real_retriever: Retriever) -> None:
+    # The papers write the topic the gloss explains: its instances need not be theirs.
+    for q in (
+        "Which papers use sparse autoencoders (for example on weather forecasting data)?",
+        "Which papers use sparse autoencoders, e.g. for weather forecasting?",
+    ):
+        assert not real_retriever.retrieve(q).abstained, q
+    # Where they lack the subject itself, it is lacking whatever the gloss says.
+    r = real_retriever.retrieve("Which papers study weather forecasting (sparse autoencoders)?")
+    assert r.abstained and "forecasting" in r.reason

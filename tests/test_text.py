@@ -18,6 +18,7 @@ from rag.text import (
     stem,
     stems,
     tokens,
+    without_glosses,
 )
 
 
@@ -191,3 +192,16 @@ def test_a_described_compound_is_found_written_apart_a_coined_one_is_not() -> No
 def test_any_figure_at_all() -> None:
     assert states_figure("a 3x speedup.") and states_figure("in twelve games.")
     assert not states_figure("it outperforms every baseline by a wide margin.")
+
+
+def test_glosses_are_what_restates_or_exemplifies() -> None:
+    assert without_glosses("papers on X (Y, Z)?").split() == ["papers", "on", "X", "?"]
+    assert without_glosses("papers on X, e.g. Y and Z; and W").split() == [
+        "papers",
+        "on",
+        "X,",
+        ";",
+        "and",
+        "W",
+    ]
+    assert without_glosses("papers on X, i.e. Y?").split() == ["papers", "on", "X,", "?"]
