@@ -236,6 +236,7 @@ class Query:
     explicit: bool = False  # authors/tracks came from filters, not from the wording
     named: tuple[str, ...] = ()  # ids of the papers whose coined names or titles it uses
     own_named: tuple[str, ...] = ()  # those of them named by a name of their own, not a capital
+    described: str = ""  # "the <description> paper": one paper, described instead of named
     names: tuple[str, ...] = ()  # name-shaped tokens it uses (BLEU, GPT-2, AlphaFold)
     proper: tuple[str, ...] = ()  # other words it writes as names, inside a sentence (Minecraft)
     unknown_name: str = ""  # one of `names` that no title or abstract contains
@@ -810,6 +811,22 @@ def self_description(question: str) -> set[str]:
 _PAPERS_DO = re.compile(r"\b(?:(?:which|what)\s+papers?|papers?\s+(?:that|which))\s+([a-z]+)\b")
 
 
+# "in the single-cell perturbation paper, ...": one paper, described by its subject.
+_DESCRIBED = re.compile(
+    r"\bthe\s+((?:(?!(?:the|of|on|about)\b)[\w'’/-]+\s+){1,6}?)(?:paper|work|study|article)\b(?!s)",
+    re.IGNORECASE,
+)
+
+
+def described(question: str) -> str:
+    """The words by which the question describes the one paper it is about ("the n-gram
+    novelty paper" -> "n-gram novelty"), or ""."""
+    m = _DESCRIBED.search(question)
+    words = [w for w in tokens(m.group(1)) if w not in FILLER] if m else []
+    # One word ("the theory paper") fits many papers.
+    return " ".join(words) if len(words) > 1 else ""
+
+
 def papers_do(question: str) -> set[str]:
     """The verb right after "papers" ("use", "study", "draw"), which frames a question for
     papers rather than naming their topic; not a filler word ("papers on ...")."""
@@ -934,6 +951,7 @@ def parse(
         unknown_track=unknown_track,
         named=tuple(named),
         own_named=tuple(p for p in named if vocab.naming(WORD.findall(question), [p], own=True)),
+        described=described(question),
         names=names,
         proper=tuple(w for w in q.proper if not set(tokens(w)) <= meta),
         # Checked once the names that are its filters are set aside: each is a scan of the

@@ -475,8 +475,14 @@ class Retriever:
             reason = f"the question is about {lacking!r}; none of {whose} mention it"
             return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
         # The one paper the question is about: the one it names, or the one it names by a
-        # name of its own among others it picks out by chance capitals ("ImageNet").
+        # name of its own among others it picks out by chance capitals ("ImageNet"), or the
+        # one its description fits best ("the n-gram novelty paper").
         subject = named if len(q.named) == 1 else [p for p in named if p in q.own_named]
+        fits = self._described(q, allowed) if mode == "hybrid" and not q.named else ""
+        # Only where the whole question agrees: a description may fit another paper better.
+        fits = fits if hits and hits[0].paper.id == fits else ""
+        if fits:
+            subject = [fits]
         if (
             mode == "hybrid"
             and len(subject) == 1
@@ -485,7 +491,8 @@ class Retriever:
             and self.index.settings.search.topic_check
             and (premise := self._false_premise(q, subject[0]))
         ):
-            reason = f"the paper the question names never mentions {premise!r}"
+            how = "describes" if fits else "names"
+            reason = f"the paper the question {how} never mentions {premise!r}"
             return Retrieval(
                 query, hits, True, reason, mode, authors, tracks, signals=signals, premise=premise
             )
@@ -493,6 +500,8 @@ class Retriever:
         # about as papers named by their own names.
         known = named or (sorted(allowed) if authors and allowed is not None else [])
         own = [pid for pid in named if pid in q.own_named] or known[len(named) :]
+        if fits and not known:
+            known = own = [fits]
         if mode == "hybrid" and (unstated := self._unstated(q, known, own, hits)):
             reason = f"the question asks for {unstated!r}, which " + (
                 "the abstracts of the papers it names do not state"
@@ -721,6 +730,17 @@ class Retriever:
                 score = round(fused.get(pid, 0.0), 6)
                 first.append(Hit(self.papers[pid], score, passage, ("topic",)))
         return first, len(mentioning)
+
+    def _described(self, q: Query, allowed: set[str] | None) -> str:
+        """The paper a "the <description> paper" question is about: the first for the
+        description alone, by both legs, so the rest of the question (a premise it may
+        fail) does not pick it."""
+        if not q.described:
+            return ""
+        text = q.described
+        dense = self._dense(text, self.index.query_model.get_query_embedding(text), 40, allowed)
+        fused = _fuse(dense, self._sparse(text, 40, allowed), LEG_WEIGHTS["bm25"])
+        return max(fused, key=lambda pid: fused[pid]) if fused else ""
 
     def _written_runs(self, q: Query) -> dict[tuple[str, ...], str]:
         """Topics the background list lacks, from the collection's own text: the longest runs

@@ -276,6 +276,14 @@ def test_a_paper_is_named_by_its_own_name_or_by_a_word_it_capitalises() -> None:
     assert set(both.named) == {"p1", "p4"} and both.own_named == ("p1",)
 
 
+def test_a_paper_described_instead_of_named(vocab: Vocabulary) -> None:
+    assert parse("In the clock series paper, what is X?", vocab).described == "clock series"
+    # Its subject comes before "paper"; one word fits too many papers.
+    assert parse("What is the main finding of the study on clocks?", vocab).described == ""
+    assert parse("In the theory paper, what is X?", vocab).described == ""
+    assert parse("Which papers study clocks?", vocab).described == ""
+
+
 def test_the_verb_after_papers_frames_the_question(vocab: Vocabulary) -> None:
     assert parse("Which papers lean on time series?", vocab).topical == ("time", "series")
     assert parse("papers that lean on time series", vocab).topical == ("time", "series")

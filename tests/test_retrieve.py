@@ -187,6 +187,14 @@ def test_a_topic_the_named_paper_never_says_is_a_false_premise(
     # The paper named by its own name is the subject, whatever a chance capital picks out.
     r = real_retriever.retrieve("How does TimeSAE handle image watermarking on ImageNet?")
     assert r.abstained and r.premise == "watermarking" and names(r)[0] == "TimeSAE"
+    # So is the one paper a question describes, where the whole question agrees on it.
+    r = real_retriever.retrieve(
+        "In the time series sparse autoencoder paper, which reinforcement learning agent "
+        "picks the features?"
+    )
+    assert r.abstained and "describes" in r.reason and names(r)[0] == "TimeSAE"
+    ok = "In the sparse autoencoder time series paper, what are the concepts explained?"
+    assert not real_retriever.retrieve(ok).abstained
     # Nearer the topic than half the collection, but not among the papers that say it.
     r = real_retriever.retrieve("How does TimeSAE use reinforcement learning?")
     assert r.abstained and r.premise == "reinforcement learning"
