@@ -479,8 +479,15 @@ class Retriever:
         # one its description fits best ("the n-gram novelty paper").
         subject = named if len(q.named) == 1 else [p for p in named if p in q.own_named]
         fits = self._described(q, allowed) if mode == "hybrid" and not q.named else ""
-        # Only where the whole question agrees: a description may fit another paper better.
-        fits = fits if hits and hits[0].paper.id == fits else ""
+        # Where the whole question puts another paper first, the paper that writes every
+        # word of the description is meant (that one, if both do); a loose description may
+        # fit neither.
+        if fits and hits and hits[0].paper.id != fits:
+            top = hits[0].paper.id
+            if self._writes_all(top, q.described):
+                fits = top
+            elif not self._writes_all(fits, q.described):
+                fits = ""
         if fits:
             subject = [fits]
         if (
@@ -730,6 +737,13 @@ class Retriever:
                 score = round(fused.get(pid, 0.0), 6)
                 first.append(Hit(self.papers[pid], score, passage, ("topic",)))
         return first, len(mentioning)
+
+    def _writes_all(self, pid: str, words: str) -> bool:
+        """Whether the paper's title and abstract write each of `words`, in any form."""
+        p = self.papers[pid]
+        said = set(stems(f"{p.title} {p.abstract}"))
+        # A compound counts written whole or apart ("finetuning", "fine-tuning").
+        return all(stem(w.replace("-", "")) in said or set(stems(w)) <= said for w in tokens(words))
 
     def _described(self, q: Query, allowed: set[str] | None) -> str:
         """The paper a "the <description> paper" question is about: the first for the

@@ -193,6 +193,11 @@ def test_a_topic_the_named_paper_never_says_is_a_false_premise(
         "picks the features?"
     )
     assert r.abstained and "describes" in r.reason and names(r)[0] == "TimeSAE"
+    # A description fits a paper that writes each of its words, compounds whole or apart.
+    timesae = names(real_retriever.retrieve("What is TimeSAE?"))[0]
+    pid = next(p.id for p in real_retriever.papers.values() if p.display_name == timesae)
+    assert real_retriever._writes_all(pid, "time-series auto-encoders")
+    assert not real_retriever._writes_all(pid, "time series watermarking")
     ok = "In the sparse autoencoder time series paper, what are the concepts explained?"
     assert not real_retriever.retrieve(ok).abstained
     # Nearer the topic than half the collection, but not among the papers that say it.
