@@ -811,7 +811,8 @@ def self_description(question: str) -> set[str]:
 _PAPERS_DO = re.compile(r"\b(?:(?:which|what)\s+papers?|papers?\s+(?:that|which))\s+([a-z]+)\b")
 
 
-# "in the single-cell perturbation paper, ...": one paper, described by its subject.
+# "in the single-cell perturbation paper, ...": one paper, described by its subject in a
+# noun phrase (at most six words, as a title's head is).
 _DESCRIBED = re.compile(
     r"\bthe\s+((?:(?!(?:the|of|on|about)\b)[\w'’/-]+\s+){1,6}?)(?:paper|work|study|article)\b(?!s)",
     re.IGNORECASE,
