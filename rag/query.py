@@ -358,7 +358,7 @@ class Vocabulary:
         if self._text is None:
             written = self.written()  # takes the lock itself
             with self._lock:
-                self._text = fold(written)  # "Itô" is "Ito", as a question may write it
+                self._text = fold(written)  # "Gödel" is "Godel", as a question may write it
         return self._text
 
     def written(self) -> str:
@@ -811,7 +811,7 @@ def self_description(question: str) -> set[str]:
 _PAPERS_DO = re.compile(r"\b(?:(?:which|what)\s+papers?|papers?\s+(?:that|which))\s+([a-z]+)\b")
 
 
-# "in the single-cell perturbation paper, ...": one paper, described by its subject in a
+# "in the protein folding paper, ...": one paper, described by its subject in a
 # noun phrase (at most six words, as a title's head is).
 _DESCRIBED = re.compile(
     r"\bthe\s+((?:(?!(?:the|of|on|about)\b)[\w'’/-]+\s+){1,6}?)(?:paper|work|study|article)\b(?!s)",
@@ -820,8 +820,8 @@ _DESCRIBED = re.compile(
 
 
 def described(question: str) -> str:
-    """The words by which the question describes the one paper it is about ("the n-gram
-    novelty paper" -> "n-gram novelty"), or ""."""
+    """The words by which the question describes the one paper it is about ("the graph
+    colouring paper" -> "graph colouring"), or ""."""
     m = _DESCRIBED.search(question)
     words = [w for w in tokens(m.group(1)) if w not in FILLER] if m else []
     # One word ("the theory paper") fits many papers.

@@ -476,7 +476,7 @@ class Retriever:
             return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
         # The one paper the question is about: the one it names, or the one it names by a
         # name of its own among others it picks out by chance capitals ("ImageNet"), or the
-        # one its description fits best ("the n-gram novelty paper").
+        # one its description fits best ("the graph colouring paper").
         subject = named if len(q.named) == 1 else [p for p in named if p in q.own_named]
         fits = self._described(q, allowed) if mode == "hybrid" and not q.named else ""
         # Where the whole question puts another paper first, the paper that writes every
@@ -759,7 +759,7 @@ class Retriever:
     def _written_runs(self, q: Query) -> dict[tuple[str, ...], str]:
         """Topics the background list lacks, from the collection's own text: the longest runs
         of two or more of the question's topical words in a row that some paper writes
-        together ("statistical physics"), their stems to their wording."""
+        together ("quantum annealing"), their stems to their wording."""
         topical = set(q.topical)
         runs: list[list[str]] = [[]]
         for w in q.words:

@@ -611,7 +611,7 @@ def test_openai_compatible_endpoint(llama_server: LlamaServer, planted_home: Pat
 def test_a_second_citation_that_supports_nothing_is_dropped(seed_readonly: Settings) -> None:
     reply = "FS-DFM delivers up to 128× faster sampling than a 1,024-step baseline [1][2]."
     a, _ = answerer(seed_readonly, reply)
-    answer = a.ask("How much faster is FS-DFM than a 1,024-step baseline?")
+    answer = a.ask("By how much does FS-DFM beat a 1,024-step baseline on speed?")
     [sentence] = answer.sentences
     names = [s.paper.display_name for s in answer.sources]
     assert names[0] == "FS-DFM" and len(names) > 1

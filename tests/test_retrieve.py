@@ -189,8 +189,7 @@ def test_a_topic_the_named_paper_never_says_is_a_false_premise(
     assert r.abstained and r.premise == "watermarking" and names(r)[0] == "TimeSAE"
     # So is the one paper a question describes, where the whole question agrees on it.
     r = real_retriever.retrieve(
-        "In the time series sparse autoencoder paper, which reinforcement learning agent "
-        "picks the features?"
+        "In the time series sparse autoencoder paper, how do the reward models rank features?"
     )
     assert r.abstained and "describes" in r.reason and names(r)[0] == "TimeSAE"
     # A description fits a paper that writes each of its words, compounds whole or apart.
@@ -358,8 +357,8 @@ def test_a_phrase_the_collection_writes_is_a_topic_the_background_lacks(
 def test_a_topic_named_only_in_a_gloss_is_not_required(real_retriever: Retriever) -> None:
     # The papers write the topic the gloss explains: its instances need not be theirs.
     for q in (
-        "Which papers use sparse autoencoders (for example on weather forecasting data)?",
-        "Which papers use sparse autoencoders, e.g. for weather forecasting?",
+        "Which papers train sparse autoencoders (for example on weather forecasting data)?",
+        "Which papers train sparse autoencoders, e.g. for weather forecasting?",
     ):
         assert not real_retriever.retrieve(q).abstained, q
     # Where they lack the subject itself, it is lacking whatever the gloss says.
