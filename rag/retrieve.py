@@ -663,13 +663,19 @@ class Retriever:
         policy = self.abstention
         lacking = unknown = None
         sweep: list[float] = []
+        texts: list[str] = []
         if self.index.settings.search.topic_check:
             texts = [f"{self.papers[pid].title} {self.papers[pid].abstract}" for pid in first_ids]
 
             def lacking(cutoff: float) -> str | None:
                 topics = abstain.topics_at(self.topics, cutoff)
                 return topics.unmentioned(
-                    q.topic_text, vector, texts, q.spells_topics, joined=q.joins_topics
+                    q.topic_text,
+                    vector,
+                    texts,
+                    q.spells_topics,
+                    joined=q.joins_topics,
+                    advice=q.asks is Asks.RECOMMEND,
                 )
 
             def unknown() -> str | None:
@@ -686,6 +692,11 @@ class Retriever:
             sweep,
         )
         decision = policy.decide(signals)
+        # Reading advice may name its field amid much else ("I'm getting into X for Y, what
+        # should I read?"): a close paper writing that field, a known topic, answers it.
+        advice = q.asks is Asks.RECOMMEND
+        if decision.abstain and advice and self.topics.field_written(q.topic_text, vector, texts):
+            return abstain.Decision(False, "", decision.signals | {"field_written": 1.0})
         if decision.abstain and self._writes_topic(q, first_ids):
             # A paper that writes the question's whole topic word for word is about it,
             # however little the rest of the wording ("anything on X for me?") lets it score.

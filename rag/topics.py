@@ -286,16 +286,17 @@ class Topics:
         texts: list[str],
         spelled: bool = False,
         joined: bool = False,
+        advice: bool = False,
     ) -> str | None:
         """`_unmentioned`, but a topic the question names only in a gloss ("X (Y, Z)", "X,
         e.g. Y") explains X or gives instances of it: where the texts mention a topic the
         rest names and lack none of it, the gloss is not required too. Where they mention
         none, its instances are what says the papers lack the subject."""
-        lacking = self._unmentioned(question, query_vector, texts, spelled, joined)
+        lacking = self._unmentioned(question, query_vector, texts, spelled, joined, advice)
         main = without_glosses(question)
         if lacking is None or main == question:
             return lacking
-        if self._unmentioned(main, query_vector, texts, spelled, joined) is not None:
+        if self._unmentioned(main, query_vector, texts, spelled, joined, advice) is not None:
             return lacking
         asked = set(_stems(main))
         words = [self.text_stems(t) for t in texts]
@@ -313,13 +314,15 @@ class Topics:
         texts: list[str],
         spelled: bool = False,
         joined: bool = False,
+        advice: bool = False,
     ) -> str | None:
         """A topic the question names that none of `texts` mentions, if there is one; with
         `spelled`, also any topic it spells out word for word, however far the question as a
         whole is from it ("papers on watermarking of audio" spells "audio"). With `joined`,
         the question asks for one piece of work on every topic it names, so two topics that
         only different texts mention are lacking too ("graph neural networks for weather
-        forecasting", where one paper is on each).
+        forecasting", where one paper is on each). With `advice` (a request for reading
+        advice), also each field of two words or more it spells out, in the loose sense below.
 
         The question must name the topic itself (its words, generic ones aside): a topic
         that is only near the question ("oriented object detection" for one on open-world
@@ -341,8 +344,14 @@ class Topics:
         # mentions "diffusion-based large language models".
         words = [self.text_stems(t) for t in texts]
         candidates = [i for i, _sim in self._near(query_vector, 10)]
+        # Reading advice describes a field in its own words: a field it spells out that is
+        # not near the question as a whole is lacking only where no text writes its words.
+        loose: set[int] = set()
         if spelled:
             candidates += self._spelled(question, min_words=1)
+        elif advice:
+            loose = set(self._spelled(question, min_words=2)) - set(candidates)
+            candidates += sorted(loose)
         short = _short_words(question)
         lacking = [
             (set(self._needed[i]), self.phrases[i])
@@ -350,7 +359,11 @@ class Topics:
             if self._needed[i]
             and set(self._needed[i]) <= asked
             and self._short[i] <= short
-            and not _together(self._needed[i], words)
+            and not (
+                any(_writes_apart(self._needed[i], w) for w in words)
+                if i in loose
+                else _together(self._needed[i], words)
+            )
         ]
         if joined and len(raw) == 1 and not lacking:
             return self._apart(question, candidates, asked, short, words)
@@ -365,6 +378,20 @@ class Topics:
             lacked_sides |= {n for n, side in enumerate(sides) if needed <= side}
             first = first or phrase
         return first if first and len(lacked_sides) == len(sides) else None
+
+    def field_written(self, question: str, query_vector: Any, texts: list[str]) -> str | None:
+        """A known topic of two words or more that the question both spells out and is
+        near as a whole, which one of `texts` mentions; else None."""
+        words = [self.text_stems(t) for t in texts]
+        short = _short_words(question)
+        near = {i for i, _sim in self._near(query_vector, 10)}
+        for i in self._spelled(question, min_words=2):
+            if i not in near:
+                continue
+            needed = self._needed[i]
+            if needed and self._short[i] <= short and _together(needed, words):
+                return self.phrases[i]
+        return None
 
     def unsaid(self, question: str, text: str) -> str | None:
         """A topic the question spells out of which `text` says no word at all, in any
@@ -407,6 +434,13 @@ class Topics:
         order = _stems(question)
         first = {n: min(order.index(w) if w in order else len(order) for w in n) for n in unrelated}
         return " and ".join(phrases[n] for n in sorted(unrelated, key=first.__getitem__))
+
+
+def _writes_apart(needed: tuple[str, ...], words: list[str]) -> bool:
+    """Every stem of `needed` is among `words`, anywhere, whole or as a word's start of four
+    letters or more ("math" in "mathematical")."""
+    have = set(words)
+    return all(n in have or (len(n) >= 4 and any(w.startswith(n) for w in have)) for n in needed)
 
 
 def _says(said: set[str], word: str) -> bool:

@@ -124,6 +124,21 @@ def test_a_topic_a_close_paper_writes_word_for_word_is_answered(
     assert real_retriever.retrieve("got anything about crop yield forecasting?").abstained
 
 
+def test_reading_advice_is_judged_on_the_field_it_names(real_retriever: Retriever) -> None:
+    # A field a close paper writes answers the request, however low the framing scores it.
+    r = real_retriever.retrieve(
+        "I'm into world models for model-based control. Worth reading here?"
+    )
+    assert not r.abstained and r.signals.get("field_written") == 1.0
+    assert any("world model" in h.paper.abstract.lower() for h in r.hits)
+    # Each field it spells that no close paper writes, even apart, is what it lacks.
+    r = real_retriever.retrieve(
+        "Photogrammetry person: 3D scene reconstruction and neural radiance fields. "
+        "Which of these should I read?"
+    )
+    assert r.abstained and r.signals.get("unmentioned_topic") == 1.0
+
+
 def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever) -> None:
     # A detail only full papers give, which the named paper's abstract does not mention.
     r = retriever.retrieve("What batch size was TimeSAE trained with?")

@@ -105,6 +105,33 @@ def test_a_topic_with_a_word_too_short_to_test_is_named_only_with_it() -> None:
     assert topics.unmentioned(asked, q, ["Graph colouring."], spelled=True) == "ai agents"
 
 
+def test_reading_advice_lacks_a_field_it_spells_whose_words_no_close_paper_writes() -> None:
+    # Nothing is near this question as a whole: only the field it spells can be checked.
+    topics, q = topics_near("ai agents")
+    asked = "I work on speculative decoding; what should I read here?"
+    parallel = ["We decode text in parallel with a diffusion model."]
+    assert topics.unmentioned(asked, q, parallel) is None
+    assert topics.unmentioned(asked, q, parallel, advice=True) == "speculative decoding"
+    # Advice describes a field in its own words: its words apart, in any form, answer it.
+    apart = ["Speculative execution of drafts makes the decoding of text faster."]
+    assert topics.unmentioned(asked, q, apart, advice=True) is None
+    maths = ["We probe the mathematical reasoning of language models."]
+    asked = "I build tools for math reasoning, anything to read here?"
+    assert topics.unmentioned(asked, q, maths, advice=True) is None
+    assert topics.unmentioned(asked, q, parallel, advice=True) == "math reasoning"
+
+
+def test_reading_advice_names_a_field_a_close_paper_writes() -> None:
+    topics, q = topics_near("world models")
+    asked = "I'm getting into world models for planning, what should I read here?"
+    feng = ["Agents learn world models with task-specific representations."]
+    assert topics.field_written(asked, q, feng) == "world models"
+    assert topics.field_written(asked, q, ["Watermarks for generated images."]) is None
+    # Spelled out but not what the question is about: a phrase in passing.
+    topics, q = topics_near("speculative decoding")
+    assert topics.field_written(asked, q, feng) is None
+
+
 def test_topic_words_must_stand_together_in_a_paper() -> None:
     topics, q = topics_near("neural architecture search")
     scattered = "A neural model whose architecture we tune by random search over widths."
