@@ -21,6 +21,7 @@ from enum import StrEnum
 from rag.corpus import Paper
 from rag.text import (
     GENERIC_ACRONYMS,
+    KIND_FAMILY,
     KINDS,
     NUMBER_WORDS,
     QUESTION_WORDS,
@@ -592,12 +593,14 @@ class Vocabulary:
             "",
         )
 
-    def names_written(self, pid: str) -> list[str]:
+    def names_written(self, pid: str, kind: str = "") -> list[str]:
         """The names a paper's title and abstract write for things other than itself (a
         model, a benchmark, a language): tokens shaped like coined names, and words
         capitalised inside a sentence that the collection never writes in lowercase. Not
         names: the paper's own names and the words they abbreviate, short forms of words
-        the collection writes in lowercase ("LLMs"), quantities ("7B"), links and maths."""
+        the collection writes in lowercase ("LLMs"), quantities ("7B"), links and maths.
+        With `kind`, not the names the abstract labels as things of another kind (the
+        "benchmarks (MMMB, MMStar)" of a question for an LLM)."""
         p = self.papers[pid]
         text = _MARKUP.sub(" ", f"{p.title}. {p.abstract}").replace("*", "")
         own = {name for name, ids in self.names.items() if pid in ids}
@@ -610,15 +613,23 @@ class Vocabulary:
             elif " " not in inside and (len(words) == 1 or words[-1].islower()):
                 own.add(fold(inside))  # a short form of plain words: "chain-of-thought (CoT)"
         out = []
+        labels: dict[str, set[int]] = {}  # a name's kinds, wherever the abstract labels it
         for sentence in split_sentences(text):
-            for i, w in enumerate(WORD.findall(sentence)):
-                w = re.sub(r"['’]s$", "", w)  # "X's" is X
+            words = [re.sub(r"['’]s$", "", w) for w in WORD.findall(sentence)]  # "X's" is X
+            names = []
+            for i, w in enumerate(words):
                 parts = [x for x in re.split(r"[-‑]", w) if x]
-                if fold(w) in own or any(fold(x) in own for x in parts):
-                    continue
-                if any(self._is_name(x, opening=i == 0) for x in parts):
+                own_name = fold(w) in own or any(fold(x) in own for x in parts)
+                names.append(not own_name and any(self._is_name(x, i == 0) for x in parts))
+            for i, w in enumerate(words):
+                if names[i]:
                     out.append(w)
-        return out
+                    label = _label(words, names, i)
+                    labels.setdefault(w, set()).update(() if label is None else (label,))
+        if not kind:
+            return out
+        family = KIND_FAMILY.get(_singular(kind))
+        return [w for w in out if not labels[w] or family in labels[w]]
 
     def _is_name(self, word: str, opening: bool) -> bool:
         """Whether one word (or part of a compound) of an abstract is written as a name."""
@@ -783,6 +794,24 @@ def which(question: str) -> str:
             if (f in FILLER and f not in NUMBER_WORDS) or looks_coined(w):
                 break
     return ""
+
+
+def _singular(word: str) -> str:
+    f = fold(word)
+    return re.sub(r"ies$", "y", f) if f.endswith("ies") else f.removesuffix("s")
+
+
+def _label(words: list[str], names: list[bool], i: int) -> int | None:
+    """The family of the kind (rag/words/kinds.txt) that labels the name `words[i]`: the
+    word right after it ("the MMStar benchmark"), or the one before it or before the list of
+    names it is in ("benchmarks MMMB, MMStar and RealWorldQA"); None where none does."""
+    after = KIND_FAMILY.get(_singular(words[i + 1])) if i + 1 < len(words) else None
+    if after is not None:
+        return after
+    j = i - 1
+    while j >= 0 and (names[j] or words[j].lower() in ("and", "or")):
+        j -= 1
+    return KIND_FAMILY.get(_singular(words[j])) if j >= 0 else None
 
 
 def _is_kind(word: str) -> bool:

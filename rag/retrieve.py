@@ -624,7 +624,12 @@ class Retriever:
         # "Which LLM does X use?" asks for a name, which an abstract that writes none but its
         # own cannot give. Only for papers named by their own names or their authors, not by
         # chance capitals.
-        if asked and q.which and own and not any(self._vocab.names_written(p) for p in own):
+        if (
+            asked
+            and q.which
+            and own
+            and not any(self._vocab.names_written(p, q.which) for p in own)
+        ):
             return f"which {q.which}"
         # How large a result is, of papers whose abstracts give no figure at all.
         if asked and q.figure and named and not any(states_figure(t) for t in written):

@@ -36,7 +36,16 @@ GENERIC_WORDS = word_list("generic")
 QUESTION_WORDS = word_list("question")
 CONTRIBUTION_VERBS = word_list("contribution")
 NUMBER_WORDS = word_list("numbers")
-KINDS = word_list("kinds")
+
+
+def _kind_families() -> dict[str, int]:
+    text = (WORDS_DIR / "kinds.txt").read_text(encoding="utf-8")
+    lines = [line.split() for line in text.splitlines() if line.strip() and line[:1] != "#"]
+    return {w: n for n, words in enumerate(lines) for w in words}
+
+
+KIND_FAMILY = _kind_families()  # kind -> the line of kinds.txt it is on
+KINDS = frozenset(KIND_FAMILY)
 # Short forms so common in the field that they name no particular thing ("LLM", "FFN").
 GENERIC_ACRONYMS = word_list("generic_acronyms")
 

@@ -379,6 +379,15 @@ def test_the_names_an_abstract_writes_for_things_other_than_itself() -> None:
     assert vocab.names_written("z3") == []
     assert vocab.names_written("z1") == []
     assert vocab.names_written("z2") == ["Qwen3-8B", "FooBench", "English", "Klingon"]
+    # Asked for one kind of thing, a name the abstract labels as another kind is no answer.
+    assert vocab.names_written("z2", "LLM") == ["Qwen3-8B", "English", "Klingon"]
+    assert vocab.names_written("z2", "benchmarks") == ["Qwen3-8B", "FooBench", "English", "Klingon"]
+    listed = Paper(
+        "z4", "Robust on VQA benchmarks (MMFoo, MMBar and RealBar) by Zorb-7.", title="R"
+    )
+    vocab = Vocabulary.build([listed])
+    assert vocab.names_written("z4", "MLLM") == ["Zorb-7"]
+    assert vocab.names_written("z4", "datasets") == ["MMFoo", "MMBar", "RealBar", "Zorb-7"]
 
 
 def test_what_a_how_many_question_counts(vocab: Vocabulary) -> None:

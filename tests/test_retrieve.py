@@ -184,6 +184,10 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     assert not retriever.retrieve("Did Shrey Shah beat Qwen3-8B?").abstained
     # One that writes names (Qwen3) may say: the answer stage reads which.
     assert not retriever.retrieve("Which checkpoints does MoLoRA start from?").unstated
+    # Not names it labels as another kind: "Diffusion Language Models (DLMs)" are models.
+    r = retriever.retrieve("Which text corpora did SPA-Cache learn from?")
+    assert r.abstained and r.unstated == "which corpora"
+    assert not retriever.retrieve("Which VQA benchmarks does Robust-U1 report?").unstated
     q = "Which checkpoints does MoLoRA start from, and by how much does it win?"
     assert not retriever.retrieve(q).unstated  # its abstract gives figures
     # A question for papers: its detail words are its topic, not a fact asked of them.
