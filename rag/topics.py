@@ -360,7 +360,7 @@ class Topics:
             and set(self._needed[i]) <= asked
             and self._short[i] <= short
             and not (
-                any(_writes_apart(self._needed[i], w) for w in words)
+                any(all(_says(set(w), n) for n in self._needed[i]) for w in words)
                 if i in loose
                 else _together(self._needed[i], words)
             )
@@ -434,13 +434,6 @@ class Topics:
         order = _stems(question)
         first = {n: min(order.index(w) if w in order else len(order) for w in n) for n in unrelated}
         return " and ".join(phrases[n] for n in sorted(unrelated, key=first.__getitem__))
-
-
-def _writes_apart(needed: tuple[str, ...], words: list[str]) -> bool:
-    """Every stem of `needed` is among `words`, anywhere, whole or as a word's start of four
-    letters or more ("math" in "mathematical")."""
-    have = set(words)
-    return all(n in have or (len(n) >= 4 and any(w.startswith(n) for w in have)) for n in needed)
 
 
 def _says(said: set[str], word: str) -> bool:
