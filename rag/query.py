@@ -107,7 +107,7 @@ _ASKS = [
             r"\b(?:should|could|would|must)\s+i\s+(?:read|start|look|cite)|\brecommend(?!er)|"
             r"\bwhere\s+(?:do|should)\s+i\s+start|\bi\s+(?:work|am working)\s+on\b|"
             r"\bworth\s+reading|\bmust-?reads?\b|\banything\s+(?:relevant|useful|for\s+me)\b|"
-            r"\brelevant\s+(?:to|for)\s+me\b",
+            r"\brelevant\s+(?:to|for)\s+me\b|\b(?:relevant|useful)\s+(?:papers|reading)\W*$",
             re.I,
         ),
     ),
@@ -671,6 +671,12 @@ _MARKUP = re.compile(r"https?://\S+|\$[^$]*\$|\\\w+")
 _DEFINED = re.compile(r"((?:[\w-]+\s+){1,6})\(([^()]{2,60})\)")
 
 
+def _shaped(names: Iterable[str]) -> list[str]:
+    """The names written as names: plain lowercase words in quotes may be the asker's own
+    words set apart ("is it 'faring well'?"), too weak a sign to turn a question away alone."""
+    return [n for n in names if n != n.lower() or any(c.isdigit() for c in n)]
+
+
 def _particular(names: Iterable[str]) -> list[str]:
     """`names` but the field's common short forms (rag/words/generic_acronyms.txt)."""
     return [n for n in names if fold(n).removesuffix("s") not in GENERIC_ACRONYMS]
@@ -935,7 +941,7 @@ def parse(
             unknown_track=track if track and not tracks else "",
             explicit=True,
             unknown_name=vocab.unknown_name(names) if names else "",
-            unseen_name=vocab.unseen_name(names) if names else "",
+            unseen_name=vocab.unseen_name(_shaped(names)),
         )
     named = vocab.named_papers(question, quoted)
     authors, used = vocab.find_authors(words, question)
@@ -987,5 +993,5 @@ def parse(
         # Checked once the names that are its filters are set aside: each is a scan of the
         # collection's text.
         unknown_name=vocab.unknown_name(names) if names else "",
-        unseen_name=vocab.unseen_name(names) if names else "",
+        unseen_name=vocab.unseen_name(_shaped(names)),
     )

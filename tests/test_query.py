@@ -50,6 +50,8 @@ def vocab() -> Vocabulary:
         ("How does TimeSAE compare to plain SAEs?", Asks.COMPARE),
         ("Why does TimeSAE use sparsity?", Asks.EXPLAIN),
         ("I study machine unlearning; which papers are worth reading?", Asks.RECOMMEND),
+        ("our group builds touch sensors for robot hands. relevant papers?", Asks.RECOMMEND),
+        ("Which papers are relevant to touch sensing?", Asks.PAPERS),
         ("sparse autoencoders for time series", Asks.TOPIC),
         ("recommender systems with graph models", Asks.TOPIC),
     ],
@@ -317,6 +319,10 @@ def test_a_quoted_phrase_names_the_papers_that_use_it(vocab: Vocabulary) -> None
     assert parse('Who coined "silent drift"?', vocab).unknown_name == "silent drift"
     # An apostrophe is no quote.
     assert parse("What is Bouniot's 'sparse' view?", vocab).names == ("sparse",)
+    # Plain words in quotes may be the asker's own: a sign, not enough to turn it away alone.
+    q = parse("the paper saying scores are 'quietly wrong' somehow?", vocab)
+    assert q.unknown_name == "quietly wrong" and q.unseen_name == ""
+    assert parse('Who coined "Zorblax drift"?', vocab).unseen_name == "Zorblax drift"
 
 
 def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
