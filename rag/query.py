@@ -114,7 +114,8 @@ _ASKS = [
     (
         Asks.PAPERS,
         re.compile(
-            r"\b(?:which|what|any|all|list|show|find|how many)\s+(?:\w+\s+){0,2}"
+            r"\b(?:which|what|any|all|list|show|find|how many|(?:looking|searching)\s+for)"
+            r"\s+(?:\w+\s+){0,2}"
             r"(?:papers?|work|articles?)"
             r"\b|^\s*papers?\s+(?:on|about|that|using|with)\b"
             # "anything on X?" asks for papers; "does it reveal anything about X?" does not.

@@ -226,7 +226,8 @@ def states_count(text: str, counted: tuple[str, ...]) -> bool:
     """Whether `text` gives a number of what the words `counted` name: a number followed by
     all of them ("how many robot arms" -> "12 industrial robot arms", "twelve arms"; by
     stem). "12 robot arms in all major labs" gives no number of robot labs."""
-    want = {stem(w) for c in counted for w in tokens(c)}
+    # Compounds are read whole or apart, in the question as in the text ("expert-writer").
+    want = {stem(p) for c in counted for w in tokens(c) for p in w.split("-") if p}
     parts = [p for t in tokens(_SHARE.sub(" ", text)) for p in t.split("-") if p]
     reach = len(want) + COUNT_MODIFIERS
     for i, part in enumerate(parts):

@@ -52,6 +52,7 @@ def vocab() -> Vocabulary:
         ("I study machine unlearning; which papers are worth reading?", Asks.RECOMMEND),
         ("our group builds touch sensors for robot hands. relevant papers?", Asks.RECOMMEND),
         ("Which papers are relevant to touch sensing?", Asks.PAPERS),
+        ("Looking for the paper that sorts socks with a robot arm.", Asks.PAPERS),
         ("sparse autoencoders for time series", Asks.TOPIC),
         ("recommender systems with graph models", Asks.TOPIC),
     ],

@@ -116,6 +116,9 @@ def test_a_paper_without_authors_or_title_is_named_by_what_it_does() -> None:
 
 def test_a_count_stands_before_what_it_counts() -> None:
     assert states_count("We collect 3,200 expert annotations.", ("annotations",))
+    # A compound, whole or apart, on either side.
+    assert states_count("We collect 3,200 crowd worker labels.", ("crowd-worker", "labels"))
+    assert states_count("We collect 3,200 crowd-worker labels.", ("crowd", "worker", "labels"))
     assert states_count("a 13B-parameter model", ("parameters",))
     assert states_count("across twelve large board games", ("games",))
     assert not states_count("games of 2024 are harder", ("games",))
