@@ -780,7 +780,10 @@ def measured(question: str, own_names: Iterable[str] = ()) -> tuple[str, ...]:
     )
 
 
-_WHICH = re.compile(r"\b(?:which|what)\s+(?:(?:are|were|is|was)\s+the\s+)?", re.IGNORECASE)
+_WHICH = re.compile(
+    r"\b(?:which|what)\s+(?:(?:are|were|is|was)\s+the\s+)?(?:names?\s+of\s+(?:the\s+)?)?",
+    re.IGNORECASE,
+)
 
 
 def which(question: str) -> str:

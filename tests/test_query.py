@@ -350,6 +350,7 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
         # "which ones" asks for the kind named before it.
         ("Zorp ran on four LLMs - which ones?", "LLMs"),
         ("Zorp helps - which ones?", ""),
+        ("What are the names of the four games Zorp plays?", "games"),
     ],
 )
 def test_which_kind_of_named_thing_a_question_asks_for(
