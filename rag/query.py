@@ -629,7 +629,7 @@ class Vocabulary:
                     labels.setdefault(w, set()).update(() if label is None else (label,))
         if not kind:
             return out
-        family = KIND_FAMILY.get(_singular(kind))
+        family = KIND_FAMILY.get(_kind(kind))
         return [w for w in out if not labels[w] or family in labels[w]]
 
     def _is_name(self, word: str, opening: bool) -> bool:
@@ -806,27 +806,27 @@ def which(question: str) -> str:
     return ""
 
 
-def _singular(word: str) -> str:
-    f = fold(word)
-    return re.sub(r"ies$", "y", f) if f.endswith("ies") else f.removesuffix("s")
-
-
 def _label(words: list[str], names: list[bool], i: int) -> int | None:
     """The family of the kind (rag/words/kinds.txt) that labels the name `words[i]`: the
     word right after it ("the MMStar benchmark"), or the one before it or before the list of
     names it is in ("benchmarks MMMB, MMStar and RealWorldQA"); None where none does."""
-    after = KIND_FAMILY.get(_singular(words[i + 1])) if i + 1 < len(words) else None
+    after = KIND_FAMILY.get(_kind(words[i + 1])) if i + 1 < len(words) else None
     if after is not None:
         return after
     j = i - 1
     while j >= 0 and (names[j] or words[j].lower() in ("and", "or")):
         j -= 1
-    return KIND_FAMILY.get(_singular(words[j])) if j >= 0 else None
+    return KIND_FAMILY.get(_kind(words[j])) if j >= 0 else None
+
+
+def _kind(word: str) -> str:
+    """The entry of rag/words/kinds.txt that `word` is, in the singular or plural, or ""."""
+    f = fold(word)
+    return next((k for k in (f, f.removesuffix("s"), re.sub(r"ies$", "y", f)) if k in KINDS), "")
 
 
 def _is_kind(word: str) -> bool:
-    f = fold(word)
-    return bool({f, f.removesuffix("s"), re.sub(r"ies$", "y", f)} & KINDS)
+    return bool(_kind(word))
 
 
 def _cued_track(words: list[str]) -> str:

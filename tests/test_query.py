@@ -396,6 +396,10 @@ def test_the_names_an_abstract_writes_for_things_other_than_itself() -> None:
     vocab = Vocabulary.build([listed])
     assert vocab.names_written("z4", "MLLM") == ["Zorb-7"]
     assert vocab.names_written("z4", "datasets") == ["MMFoo", "MMBar", "RealBar", "Zorb-7"]
+    pile = Paper("z5", "Trained on the Zorpile corpus, tested with the Zorbot model.", title="P")
+    vocab = Vocabulary.build([pile])
+    assert vocab.names_written("z5", "corpus") == ["Zorpile"]
+    assert vocab.names_written("z5", "LLM") == ["Zorbot"]
 
 
 def test_what_a_how_many_question_counts(vocab: Vocabulary) -> None:
