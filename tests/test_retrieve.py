@@ -127,7 +127,7 @@ def test_a_topic_a_close_paper_writes_word_for_word_is_answered(
 def test_reading_advice_is_judged_on_the_field_it_names(real_retriever: Retriever) -> None:
     # A field a close paper writes answers the request, however low the framing scores it.
     r = real_retriever.retrieve(
-        "I'm into world models for model-based control. Worth reading here?"
+        "My focus lately: world models in model-based control. Worth reading here?"
     )
     assert not r.abstained and r.signals.get("field_written") == 1.0
     assert any("world model" in h.paper.abstract.lower() for h in r.hits)

@@ -108,7 +108,7 @@ def test_a_topic_with_a_word_too_short_to_test_is_named_only_with_it() -> None:
 def test_reading_advice_lacks_a_field_it_spells_whose_words_no_close_paper_writes() -> None:
     # Nothing is near this question as a whole: only the field it spells can be checked.
     topics, q = topics_near("ai agents")
-    asked = "I work on speculative decoding; what should I read here?"
+    asked = "Speculative decoding is my thing; what to read?"
     parallel = ["We decode text in parallel with a diffusion model."]
     assert topics.unmentioned(asked, q, parallel) is None
     assert topics.unmentioned(asked, q, parallel, advice=True) == "speculative decoding"
@@ -123,7 +123,7 @@ def test_reading_advice_lacks_a_field_it_spells_whose_words_no_close_paper_write
 
 def test_reading_advice_names_a_field_a_close_paper_writes() -> None:
     topics, q = topics_near("world models")
-    asked = "I'm getting into world models for planning, what should I read here?"
+    asked = "World models for planning are my focus; a reading list?"
     feng = ["Agents learn world models with task-specific representations."]
     assert topics.field_written(asked, q, feng) == "world models"
     assert topics.field_written(asked, q, ["Watermarks for generated images."]) is None
