@@ -673,8 +673,9 @@ _DEFINED = re.compile(r"((?:[\w-]+\s+){1,6})\(([^()]{2,60})\)")
 
 
 def _shaped(names: Iterable[str]) -> list[str]:
-    """The names written as names: plain lowercase words in quotes may be the asker's own
-    words set apart ("is it 'faring well'?"), too weak a sign to turn a question away alone."""
+    """The names written as names: plain lowercase words in quotes may be the asker's own,
+    set apart or recalled loosely ("is it 'faring well'?"), no sign that nothing indexed is
+    about the question."""
     return [n for n in names if n != n.lower() or any(c.isdigit() for c in n)]
 
 
@@ -944,7 +945,7 @@ def parse(
             unknown_author=author if author and not authors else "",
             unknown_track=track if track and not tracks else "",
             explicit=True,
-            unknown_name=vocab.unknown_name(names) if names else "",
+            unknown_name=vocab.unknown_name(_shaped(names)),
             unseen_name=vocab.unseen_name(_shaped(names)),
         )
     named = vocab.named_papers(question, quoted)
@@ -996,6 +997,6 @@ def parse(
         proper=tuple(w for w in q.proper if not set(tokens(w)) <= meta),
         # Checked once the names that are its filters are set aside: each is a scan of the
         # collection's text.
-        unknown_name=vocab.unknown_name(names) if names else "",
+        unknown_name=vocab.unknown_name(_shaped(names)),
         unseen_name=vocab.unseen_name(_shaped(names)),
     )
