@@ -368,8 +368,9 @@ class Answerer:
             self._abstain(
                 answer,
                 result.reason,
-                f"The abstract of {result.hits[0].paper.display_name} never mentions "
-                f"{result.premise}, so nothing indexed says it does that. It is listed first "
+                f"The abstract of {result.hits[0].paper.display_name} "
+                + ("says it works without " if result.denied else "never mentions ")
+                + f"{result.premise}, so nothing indexed says it does that. It is listed first "
                 "below, with the papers closest to the question.",
             )
         elif result.abstained and result.unstated:

@@ -29,6 +29,7 @@ from rag.text import (
     CONTRIBUTION_VERBS,
     GENERIC_WORDS,
     contains,
+    denied_only,
     fold,
     mentions_name,
     split_sentences,
@@ -74,6 +75,7 @@ class Retrieval:
     topics: list[str] = field(default_factory=list)  # the topics those papers mention
     unstated: str = ""  # what it asks for that the papers it is about do not state
     premise: str = ""  # a topic it asks of the paper it names, which that paper never says
+    denied: bool = False  # the paper says the premise only to deny it ("without fine-tuning")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -496,12 +498,23 @@ class Retriever:
             and not (q.authors or q.tracks)
             and q.asks in (Asks.EXPLAIN, Asks.DETAIL, Asks.TOPIC)
             and self.index.settings.search.topic_check
-            and (premise := self._false_premise(q, subject[0]))
+            and (found := self._false_premise(q, subject[0]))[0]
         ):
+            premise, denied = found
             how = "describes" if fits else "names"
-            reason = f"the paper the question {how} never mentions {premise!r}"
+            says = "says only that it does without" if denied else "never mentions"
+            reason = f"the paper the question {how} {says} {premise!r}"
             return Retrieval(
-                query, hits, True, reason, mode, authors, tracks, signals=signals, premise=premise
+                query,
+                hits,
+                True,
+                reason,
+                mode,
+                authors,
+                tracks,
+                signals=signals,
+                premise=premise,
+                denied=denied,
             )
         # Papers picked out by their authors ("Smith et al.") are as surely the ones asked
         # about as papers named by their own names.
@@ -639,22 +652,29 @@ class Retriever:
             return " ".join(q.measured)
         return ""
 
-    def _false_premise(self, q: Query, pid: str) -> str:
+    def _false_premise(self, q: Query, pid: str) -> tuple[str, bool]:
         """A topic the question asks of the one paper it names ("how does X use
         reinforcement learning?") that the paper's title and abstract never say, in any
         form, and to which the paper is not among the nearest papers: as many as say it,
         and at least a search's first page. A paper that stands among them is about the
         topic in other words ("optimisation" of a paper on a new step-size rule), not a
         premise it fails to bear. Comparisons and yes/no
-        questions bring other topics up to set against it."""
+        questions bring other topics up to set against it. Also a word the question asserts
+        that the paper writes only to deny it (then True: "without fine-tuning")."""
         paper = self.papers[pid]
-        topic = self.topics.unsaid(q.text, f"{paper.title} {paper.abstract}")
+        text = f"{paper.title} {paper.abstract}"
+        # What the question asserts of the paper that the paper writes only to deny it
+        # ("how does X fine-tune ...?" of "... without fine-tuning").
+        asserted = [w for w in q.topical if w not in GENERIC_WORDS and not denied_only(q.text, [w])]
+        if denied := denied_only(text, asserted):
+            return denied, True
+        topic = self.topics.unsaid(q.text, text)
         if not topic or not self.index.count_chunks():
-            return ""
+            return "", False
         saying = len(self._mentioning([self.topics.needed(topic)]))
         nearest = max(saying, self.index.settings.search.k)
         vector = self.index.query_model.get_query_embedding(topic)
-        return "" if pid in self.index.nearest_papers(vector, nearest) else topic
+        return ("" if pid in self.index.nearest_papers(vector, nearest) else topic), False
 
     def _abstention_check(
         self,

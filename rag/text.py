@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -236,6 +237,32 @@ def states_count(text: str, counted: tuple[str, ...]) -> bool:
         }:
             return True
     return False
+
+
+# Words that deny what follows them ("without fine-tuning", "no retain data").
+_DENIALS = frozenset({"without", "no", "not", "never", "nor", "neither"})
+# A denial governs the few words after it: "without any retain data".
+DENIAL_REACH = 3
+
+
+def denied_only(text: str, words: Iterable[str]) -> str:
+    """The first of `words` (a question's, in any form) that `text` writes, but only just
+    after a denial ("we steer experts without fine-tuning" of "fine-tune"); else "".
+    Words the question itself denies are left out by the caller."""
+    said = re.findall(r"[a-z0-9]+", fold(text))
+    stems_said = [stem(w) for w in said]
+    for word in words:
+        parts = [stem(p) for p in re.findall(r"[a-z0-9]+", fold(word))]
+        if not parts:
+            continue
+        at = [
+            i
+            for i in range(len(stems_said) - len(parts) + 1)
+            if stems_said[i : i + len(parts)] == parts
+        ]
+        if at and all(any(w in _DENIALS for w in said[max(0, i - DENIAL_REACH) : i]) for i in at):
+            return word
+    return ""
 
 
 # What restates or exemplifies what comes before it: a parenthesis, or "e.g."/"i.e." up to

@@ -229,6 +229,10 @@ def test_a_false_premise_about_a_named_paper_is_not_answered(seed_readonly: Sett
     assert answer.abstained and backend.prompts == []
     assert answer.text.startswith("The abstract of TimeSAE never mentions watermarking")
     assert [s.paper.display_name for s in answer.sources][:1] == ["TimeSAE"]
+    # Nor one the paper states only to deny it.
+    answer = a.ask("Which fine-tuning recipe does SteerMoE follow?")
+    assert answer.abstained and backend.prompts == []
+    assert answer.text.startswith("The abstract of SteerMoE says it works without fine-tuning")
 
 
 def test_the_model_is_never_asked_to_refuse(fake_seed: Settings) -> None:

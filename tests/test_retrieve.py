@@ -203,6 +203,14 @@ def test_a_topic_the_named_paper_never_says_is_a_false_premise(
 ) -> None:
     r = real_retriever.retrieve("How does TimeSAE handle image watermarking?")
     assert r.abstained and r.premise == "watermarking" and names(r)[0] == "TimeSAE"
+    assert not r.denied
+    # What the paper writes only to deny it ("without fine-tuning") is no more its premise;
+    # asked with the denial, it is.
+    r = real_retriever.retrieve("Which fine-tuning recipe does SteerMoE follow?")
+    assert r.abstained and r.premise == "fine-tuning" and r.denied
+    assert not real_retriever.retrieve(
+        "How does SteerMoE steer behaviour without fine-tuning?"
+    ).abstained
     # The paper named by its own name is the subject, whatever a chance capital picks out.
     r = real_retriever.retrieve("How does TimeSAE handle image watermarking on ImageNet?")
     assert r.abstained and r.premise == "watermarking" and names(r)[0] == "TimeSAE"

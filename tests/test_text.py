@@ -7,6 +7,7 @@ from rag.text import (
     QUESTION_WORDS,
     STOPWORDS,
     coined_tokens,
+    denied_only,
     fold,
     looks_coined,
     mentions_name,
@@ -208,3 +209,15 @@ def test_glosses_are_what_restates_or_exemplifies() -> None:
         "W",
     ]
     assert without_glosses("papers on X, i.e. Y?").split() == ["papers", "on", "X,", "?"]
+
+
+def test_a_word_written_only_to_deny_it() -> None:
+    steer = "We steer experts at inference, without fine-tuning. It is cheap."
+    assert denied_only(steer, ["experts", "fine-tune"]) == "fine-tune"
+    assert (
+        denied_only("We fine-tune briefly. Others work without fine-tuning.", ["fine-tune"]) == ""
+    )
+    # A denial governs the few words after it.
+    assert denied_only("It forgets without any retain data.", ["retain"]) == "retain"
+    assert denied_only("No gains. Then we use a small retain set.", ["retain"]) == ""
+    assert denied_only(steer, ["watermark"]) == ""  # never written: another test's business
