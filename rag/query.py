@@ -782,7 +782,8 @@ def measured(question: str, own_names: Iterable[str] = ()) -> tuple[str, ...]:
 
 
 _WHICH = re.compile(
-    r"\b(?:which|what)\s+(?:(?:are|were|is|was)\s+the\s+)?(?:names?\s+of\s+(?:the\s+)?)?",
+    r"\b(?:which|what)(?:['’]s\s+the|\s+(?:are|were|is|was)\s+the)?\s+"
+    r"(?:names?\s+of\s+(?:the\s+)?)?",
     re.IGNORECASE,
 )
 

@@ -352,6 +352,7 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
         ("Zorp ran on four LLMs - which ones?", "LLMs"),
         ("Zorp helps - which ones?", ""),
         ("What are the names of the four games Zorp plays?", "games"),
+        ("What's the tokenizer behind Zorp?", "tokenizer"),
     ],
 )
 def test_which_kind_of_named_thing_a_question_asks_for(
