@@ -674,8 +674,8 @@ _DEFINED = re.compile(r"((?:[\w-]+\s+){1,6})\(([^()]{2,60})\)")
 
 def _shaped(names: Iterable[str]) -> list[str]:
     """The names written as names: plain lowercase words in quotes may be the asker's own,
-    set apart or recalled loosely ("is it 'faring well'?"), no sign that nothing indexed is
-    about the question."""
+    set apart or recalled loosely ("a score that is 'quietly wrong'"), no sign that nothing
+    indexed is about the question."""
     return [n for n in names if n != n.lower() or any(c.isdigit() for c in n)]
 
 

@@ -717,8 +717,8 @@ class Retriever:
             sweep,
         )
         decision = policy.decide(signals)
-        # Reading advice may name its field amid much else ("I'm getting into X for Y, what
-        # should I read?"): a close paper writing that field, a known topic, answers it.
+        # Reading advice may name its field amid much about the asker, which lowers every
+        # score: a close paper writing that field, a known topic, answers it.
         advice = q.asks is Asks.RECOMMEND
         if decision.abstain and advice and self.topics.field_written(q.topic_text, vector, texts):
             return abstain.Decision(False, "", decision.signals | {"field_written": 1.0})
