@@ -665,8 +665,8 @@ class Retriever:
         text = f"{paper.title} {paper.abstract}"
         # What the question asserts of the paper that the paper writes only to deny it
         # ("how does X fine-tune ...?" of "... without fine-tuning").
-        asserted = [w for w in q.topical if w not in GENERIC_WORDS and not denied_only(q.text, [w])]
-        if denied := denied_only(text, asserted):
+        asserted = [w for w in q.topical if w not in GENERIC_WORDS]
+        if denied := denied_only(text, asserted, q.text):
             return denied, True
         topic = self.topics.unsaid(q.text, text)
         if not topic or not self.index.count_chunks():

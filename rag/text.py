@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,9 +27,14 @@ if TYPE_CHECKING:
 WORDS_DIR = Path(__file__).with_name("words")
 
 
-def word_list(name: str) -> frozenset[str]:
+def _data_lines(name: str) -> list[str]:
+    """The lines of rag/words/<name>.txt, blank ones and "#" comments left out."""
     text = (WORDS_DIR / f"{name}.txt").read_text(encoding="utf-8")
-    return frozenset(w.strip() for w in text.splitlines() if w.strip() and w[:1] != "#")
+    return [w.strip() for w in text.splitlines() if w.strip() and w[:1] != "#"]
+
+
+def word_list(name: str) -> frozenset[str]:
+    return frozenset(_data_lines(name))
 
 
 STOPWORDS = word_list("stopwords")
@@ -39,13 +44,8 @@ CONTRIBUTION_VERBS = word_list("contribution")
 NUMBER_WORDS = word_list("numbers")
 
 
-def _kind_families() -> dict[str, int]:
-    text = (WORDS_DIR / "kinds.txt").read_text(encoding="utf-8")
-    lines = [line.split() for line in text.splitlines() if line.strip() and line[:1] != "#"]
-    return {w: n for n, words in enumerate(lines) for w in words}
-
-
-KIND_FAMILY = _kind_families()  # kind -> the line of kinds.txt it is on
+# kind -> the line of kinds.txt (its family) it is on
+KIND_FAMILY = {w: n for n, line in enumerate(_data_lines("kinds")) for w in line.split()}
 KINDS = frozenset(KIND_FAMILY)
 # Short forms so common in the field that they name no particular thing ("LLM", "FFN").
 GENERIC_ACRONYMS = word_list("generic_acronyms")
@@ -245,24 +245,31 @@ _DENIALS = frozenset({"without", "no", "not", "never", "nor", "neither"})
 DENIAL_REACH = 3
 
 
-def denied_only(text: str, words: Iterable[str]) -> str:
+def denied_only(text: str, words: Iterable[str], asked: str = "") -> str:
     """The first of `words` (a question's, in any form) that `text` writes, but only just
-    after a denial ("we steer experts without fine-tuning" of "fine-tune"); else "".
-    Words the question itself denies are left out by the caller."""
-    said = re.findall(r"[a-z0-9]+", fold(text))
-    stems_said = [stem(w) for w in said]
+    after a denial ("we steer experts without fine-tuning" of "fine-tune"); else "". Words
+    that `asked` (the question) writes only after a denial too are left out."""
+    written, question = _denials(text), _denials(asked)
     for word in words:
-        parts = [stem(p) for p in re.findall(r"[a-z0-9]+", fold(word))]
-        if not parts:
-            continue
-        at = [
-            i
-            for i in range(len(stems_said) - len(parts) + 1)
-            if stems_said[i : i + len(parts)] == parts
-        ]
-        if at and all(any(w in _DENIALS for w in said[max(0, i - DENIAL_REACH) : i]) for i in at):
+        parts = [stem(p) for p in all_words(word)]
+        if parts and written(parts) and not question(parts):
             return word
     return ""
+
+
+def _denials(text: str) -> Callable[[list[str]], bool]:
+    """Whether `text` writes a run of stems, and each time just after a denial."""
+    said = all_words(text)
+    stems_said = [stem(w) for w in said]
+
+    def denied(parts: list[str]) -> bool:
+        n = len(parts)
+        at = [i for i in range(len(stems_said) - n + 1) if stems_said[i : i + n] == parts]
+        return bool(at) and all(
+            any(w in _DENIALS for w in said[max(0, i - DENIAL_REACH) : i]) for i in at
+        )
+
+    return denied
 
 
 # What restates or exemplifies what comes before it: a parenthesis, or "e.g."/"i.e." up to

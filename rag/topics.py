@@ -353,6 +353,7 @@ class Topics:
             loose = set(self._spelled(question, min_words=2)) - set(candidates)
             candidates += sorted(loose)
         short = _short_words(question)
+        said = [set(w) for w in words] if loose else []
         lacking = [
             (set(self._needed[i]), self.phrases[i])
             for i in dict.fromkeys(candidates)
@@ -360,7 +361,7 @@ class Topics:
             and set(self._needed[i]) <= asked
             and self._short[i] <= short
             and not (
-                any(all(_says(set(w), n) for n in self._needed[i]) for w in words)
+                any(all(_says(w, n) for n in self._needed[i]) for w in said)
                 if i in loose
                 else _together(self._needed[i], words)
             )

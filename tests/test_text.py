@@ -214,6 +214,8 @@ def test_glosses_are_what_restates_or_exemplifies() -> None:
 def test_a_word_written_only_to_deny_it() -> None:
     steer = "We steer experts at inference, without fine-tuning. It is cheap."
     assert denied_only(steer, ["experts", "fine-tune"]) == "fine-tune"
+    # Not where the question denies it too: it asserts nothing of the kind.
+    assert denied_only(steer, ["fine-tune"], "How does it steer without fine-tuning?") == ""
     assert (
         denied_only("We fine-tune briefly. Others work without fine-tuning.", ["fine-tune"]) == ""
     )
