@@ -240,9 +240,11 @@ def looks_like_abstract(line: str) -> bool:
 _GENERIC_SUFFIXES = ("-based", "-like", "-free", "-aware", "-level", "-wise", "-style", "-scale")
 _NAME_TOKEN = r"[A-Za-z][A-Za-z0-9]*(?:[-‑][A-Za-z0-9]+)*"
 _INTRODUCE = re.compile(
-    r"\b(?:we|this paper|this work|paper|and)\s+(?:\w+ly\s+|first\s+|further\s+|then\s+)?"
+    r"\b(?:(?:we|this paper|this work|paper|and)\s+(?:\w+ly\s+|first\s+|further\s+|then\s+)?"
     r"(?:propose|proposes|introduce|introduces|present|presents|develop|develops|design|"
-    r"designs|build|builds|release|releases|construct|constructs|curate|curates|formulate)\s+"
+    r"designs|build|builds|release|releases|construct|constructs|curate|curates|formulate)"
+    r"|by\s+(?:proposing|introducing|presenting|developing|designing)"
+    r"|our\s+(?:\w+\s+)?contribution\s+is)\s+"
     r"([^.;:]{0,160})",
     re.IGNORECASE,
 )

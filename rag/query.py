@@ -147,7 +147,11 @@ _ASKS = [
     ),
     (
         Asks.COMPARE,
-        re.compile(r"\bcompar\w*|\bdiffer\w*|\bversus\b|\bvs\.?\s|\bcontrast\b", re.I),
+        # "What do A and B each find ...?" sets the two side by side too.
+        re.compile(
+            r"\bcompar\w*|\bdiffer\w*|\bversus\b|\bvs\.?\s|\bcontrast\b|\band\b[^?]*\beach\b",
+            re.I,
+        ),
     ),
     (
         Asks.DETAIL,
@@ -306,6 +310,8 @@ class Vocabulary:
     # "guidance" -> {"Guidance"} (of "Guidance: ..."), "model" -> {"MODEL"} (coined)
     spellings: dict[str, set[str]] = field(default_factory=dict)
     capitalised: dict[str, set[str]] = field(default_factory=dict)  # "IPVRM" -> paper ids
+    # The words a paper's own short name stands for ("risk awareness injection" of RAI).
+    spelled: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     families: dict[str, set[str]] = field(default_factory=dict)  # "Qwen" (of "Qwen3-8B") -> ids
     _original: str | None = None  # every title and abstract as written, joined on first use
     _text: str | None = None  # the same, lower-cased
@@ -338,6 +344,8 @@ class Vocabulary:
                 if p.id not in ids:
                     ids.append(p.id)
                 v.spellings.setdefault(name, set()).add(spelled)
+            for words in _spelled_out(p, {name for name, _ in _names_of(p)}):
+                v.spelled.setdefault(words, set()).add(p.id)
             for tok in set(_CAPITALISED.findall(f"{p.title} {p.abstract}")):
                 v.capitalised.setdefault(tok, set()).add(p.id)
                 for family in _families(tok):
@@ -536,9 +544,16 @@ class Vocabulary:
                 found += [pid for pid in ids if pid not in found]
         subject = _SUBJECT.search(question)
         inside = _names_inside(question)
+        # A paper named by the words its short name stands for is meant, not the papers that
+        # capitalise one of those words.
+        spelled = self.spelled_in(question)
+        found += [pid for pid in spelled if pid not in found]
+        covered = {w for words in spelled.values() for w in words}
         for m in re.finditer(r"[\w][\w\-]*[\w]|\w", question):
             raw = m.group()
             key = fold(raw)
+            if key in covered:
+                continue
             ids = self.names.get(key, [])
             if ids and raw not in self.spellings.get(key, ()) and self.is_ordinary(key):
                 ids = []  # "papers that use sparse autoencoders" is not about "USE: ..."
@@ -558,6 +573,16 @@ class Vocabulary:
                 if pid not in found:
                     found.append(pid)
         return found
+
+    def spelled_in(self, question: str) -> dict[str, tuple[str, ...]]:
+        """The papers whose own short name the question spells out in full, with the words."""
+        said = tokens(question)
+        return {
+            pid: words
+            for words, ids in self.spelled.items()
+            if contains(said, list(words)) >= 0
+            for pid in ids
+        }
 
     def naming(self, words: Iterable[str], ids: Iterable[str], own: bool = False) -> set[str]:
         """Those of `words` (as written) that name one of the papers `ids`; with `own`, only
@@ -616,16 +641,28 @@ class Vocabulary:
         out = []
         labels: dict[str, set[int]] = {}  # a name's kinds, wherever the abstract labels it
         for sentence in split_sentences(text):
-            words = [re.sub(r"['’]s$", "", w) for w in WORD.findall(sentence)]  # "X's" is X
+            # "X's" is X; "Qwen3-1.7B" one word.
+            words = [re.sub(r"['’]s$", "", w) for w in _VERSIONED.findall(sentence)]
             names = []
             for i, w in enumerate(words):
                 parts = [x for x in re.split(r"[-‑]", w) if x]
-                own_name = fold(w) in own or any(fold(x) in own for x in parts)
+                own_name = any(
+                    fold(x) in own or fold(x).removesuffix("s") in own for x in [w, *parts]
+                )
                 names.append(not own_name and any(self._is_name(x, i == 0) for x in parts))
             for i, w in enumerate(words):
                 if names[i]:
+                    # A name that carries a parameter count ("Qwen3-8B") is a model's.
+                    label = _MODEL_FAMILY if _SIZED.search(w) else _label(words, names, i)
+                    # A plain capitalised word that modifies a lowercase one, unlabelled, is an
+                    # eponym ("Bayes risk", "Bayes-optimal"), not a thing's name ("in Klingon").
+                    if label is None and not (is_acronym(w) or looks_coined(w)):
+                        after = words[i + 1] if i + 1 < len(words) else ""
+                        if re.search(r"[-‑][a-z]", w) or (
+                            after[:1].islower() and fold(after) not in FILLER
+                        ):
+                            continue
                     out.append(w)
-                    label = _label(words, names, i)
                     labels.setdefault(w, set()).update(() if label is None else (label,))
         if not kind:
             return out
@@ -669,6 +706,9 @@ class Vocabulary:
 # Links, TeX maths and markdown emphasis ("**L**LM"), which write no names.
 _MARKUP = re.compile(r"https?://\S+|\$[^$]*\$|\\\w+")
 # Words and what follows them in parentheses: a short form of them, or their long form.
+_VERSIONED = re.compile(r"[\w][\w'’\-]*(?:\.\d[\w'’\-]*)*")
+_SIZED = re.compile(r"[-‑]\d+(?:\.\d+)?[BMbm]$")
+_MODEL_FAMILY = KIND_FAMILY["model"]
 _DEFINED = re.compile(r"((?:[\w-]+\s+){1,6})\(([^()]{2,60})\)")
 
 
@@ -698,6 +738,17 @@ def _names_of(p: Paper) -> Iterable[tuple[str, str]]:
     head = p.title.split(":", 1)[0].strip()
     if ":" in p.title and len(head.split()) <= 3:
         yield fold(head), head  # "TVI-CoT: Text-Visual ..." -> "tvi-cot"
+
+
+def _spelled_out(p: Paper, own: set[str]) -> Iterable[tuple[str, ...]]:
+    """The capitalised words, two or more, that the abstract writes just before one of the
+    paper's own names in parentheses ("Risk Awareness Injection (RAI)"), folded."""
+    text = _MARKUP.sub(" ", p.abstract).replace("*", "")
+    for m in _DEFINED.finditer(text):
+        if fold(m.group(2)) in own:
+            run = list(itertools.takewhile(lambda w: w[:1].isupper(), reversed(m.group(1).split())))
+            if len(run) > 1:
+                yield tuple(w for r in reversed(run) for w in tokens(r))
 
 
 def _capitals(original: str) -> tuple[set[str], set[str], set[str]]:
@@ -799,9 +850,11 @@ def which(question: str) -> str:
             # "tested on six LLMs - which ones?": the kind named before it.
             kinds = [w for w in WORD.findall(question[: m.start()]) if _is_kind(w)]
             return kinds[-1] if kinds else ""
+        names = "name" in m.group().lower()
         for w in after[:4]:
             f = fold(w)
-            if _is_kind(w):
+            # "the names of the three unlearning tasks": things of any kind, asked by name.
+            if _is_kind(w) or (names and w.islower() and f.endswith("s") and f not in FILLER):
                 return w
             if (f in FILLER and f not in NUMBER_WORDS) or looks_coined(w):
                 break
@@ -823,7 +876,7 @@ def _label(words: list[str], names: list[bool], i: int) -> int | None:
 
 def _kind(word: str) -> str:
     """The entry of rag/words/kinds.txt that `word` is, in the singular or plural, or ""."""
-    f = fold(word)
+    f = re.sub(r"['’]s$", "", fold(word))  # "which model's activations"
     return next((k for k in (f, f.removesuffix("s"), re.sub(r"ies$", "y", f)) if k in KINDS), "")
 
 
@@ -992,7 +1045,12 @@ def parse(
         unknown_author=unknown_author,
         unknown_track=unknown_track,
         named=tuple(named),
-        own_named=tuple(p for p in named if vocab.naming(WORD.findall(question), [p], own=True)),
+        own_named=tuple(
+            p
+            for p in named
+            if vocab.naming(WORD.findall(question), [p], own=True)
+            or p in vocab.spelled_in(question)
+        ),
         described=described(question),
         names=names,
         proper=tuple(w for w in q.proper if not set(tokens(w)) <= meta),

@@ -143,6 +143,11 @@ def test_method_name_ignores_generic_acronyms() -> None:
     assert (
         method_name("In this paper we propose FooNet, a fast network for (GNN) graphs.") == "FooNet"
     )
+    # A name brought in by a gerund, or as the paper's contribution.
+    assert method_name("We close this gap by introducing Foo Bar Net (FBN), for graphs.") == "FBN"
+    assert method_name("Our key contribution is FooLoRA (Mixture of LoRA), which routes.") == (
+        "FooLoRA"
+    )
 
 
 # ---------------------------------------------------------------------------- bad input

@@ -48,6 +48,7 @@ def vocab() -> Vocabulary:
         ("How many papers study unlearning?", Asks.PAPERS),
         ("How much faster is FS-DFM?", Asks.DETAIL),
         ("How does TimeSAE compare to plain SAEs?", Asks.COMPARE),
+        ("What do TimeSAE and the SAE probe study each find about features?", Asks.COMPARE),
         ("Why does TimeSAE use sparsity?", Asks.EXPLAIN),
         ("I study machine unlearning; which papers are worth reading?", Asks.RECOMMEND),
         ("our group builds touch sensors for robot hands. relevant papers?", Asks.RECOMMEND),
@@ -277,6 +278,11 @@ def test_a_paper_is_named_by_its_own_name_or_by_a_word_it_capitalises() -> None:
     assert q.own_named == ()
     both = parse("Does TimeSAE handle Nordic dialects?", vocab)
     assert set(both.named) == {"p1", "p4"} and both.own_named == ("p1",)
+    # The words a paper's short name stands for name it as its own name does, and only it.
+    rai = Paper("p6", "We propose Risk Nordic Injection (RNI), a defence.", names=("RNI",))
+    vocab = Vocabulary.build([*PAPERS, nordic, rai])
+    q = parse("Which models is Risk Nordic Injection tested on?", vocab)
+    assert q.named == ("p6",) and q.own_named == ("p6",)
 
 
 def test_a_paper_described_instead_of_named(vocab: Vocabulary) -> None:
@@ -353,6 +359,9 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
         ("Zorp helps - which ones?", ""),
         ("What are the names of the four games Zorp plays?", "games"),
         ("What's the tokenizer behind Zorp?", "tokenizer"),
+        # Things of any kind, asked for by their names; a kind written with a possessive.
+        ("what are the names of the three unlearning tasks Zorp is run on?", "tasks"),
+        ("The Zorp paper: which model's activations did they use?", "model's"),
     ],
 )
 def test_which_kind_of_named_thing_a_question_asks_for(
@@ -391,7 +400,20 @@ def test_the_names_an_abstract_writes_for_things_other_than_itself() -> None:
     assert vocab.names_written("z2") == ["Qwen3-8B", "FooBench", "English", "Klingon"]
     # Asked for one kind of thing, a name the abstract labels as another kind is no answer.
     assert vocab.names_written("z2", "LLM") == ["Qwen3-8B", "English", "Klingon"]
-    assert vocab.names_written("z2", "benchmarks") == ["Qwen3-8B", "FooBench", "English", "Klingon"]
+    # A name carrying a parameter count is a model's, not a benchmark's.
+    assert vocab.names_written("z2", "benchmarks") == ["FooBench", "English", "Klingon"]
+    eponym = Paper(
+        "z6",
+        "Our Zorm (Mixture of ZoRA) reaches the Bayes risk, is Bayes-optimal, lets Qwen3-1.5B "
+        "beat Qwen3-8B and composes ZoRAs.",
+        title="E",
+        names=("Zorm",),
+    )
+    vocab = Vocabulary.build([eponym])
+    # An eponym modifying a word names no thing; the words a paper's name stands for, in
+    # the plural too, are its own.
+    assert vocab.names_written("z6") == ["Qwen3-1.5B", "Qwen3-8B"]
+    assert vocab.names_written("z6", "benchmark") == []
     listed = Paper(
         "z4", "Robust on VQA benchmarks (MMFoo, MMBar and RealBar) by Zorb-7.", title="R"
     )
