@@ -619,6 +619,20 @@ class Vocabulary:
             "",
         )
 
+    def about_itself(self, pid: str) -> str:
+        """The sentences of a paper's abstract about its own work: those that write one of its
+        names or speak as its authors ("we", "this paper"), not those on prior work ("most
+        methods fine-tune ..."). All of them where none is."""
+        p = self.papers[pid]
+        own = {name for name, ids in self.names.items() if pid in ids}
+        sentences = split_sentences(p.abstract)
+        mine = [
+            s
+            for s in sentences
+            if _SELF.search(s) or not own.isdisjoint(fold(w) for w in WORD.findall(s))
+        ]
+        return " ".join(mine or sentences)
+
     def names_written(self, pid: str, kind: str = "") -> list[str]:
         """The names a paper's title and abstract write for things other than itself (a
         model, a benchmark, a language): tokens shaped like coined names, and words
@@ -706,6 +720,7 @@ class Vocabulary:
 # Links, TeX maths and markdown emphasis ("**L**LM"), which write no names.
 _MARKUP = re.compile(r"https?://\S+|\$[^$]*\$|\\\w+")
 # Words and what follows them in parentheses: a short form of them, or their long form.
+_SELF = re.compile(r"\b(?:we|our|us)\b|\bthis\s+(?:paper|work|study|article)\b", re.IGNORECASE)
 _VERSIONED = re.compile(r"[\w][\w'’\-]*(?:\.\d[\w'’\-]*)*")
 _SIZED = re.compile(r"[-‑]\d+(?:\.\d+)?[BMbm]$")
 _MODEL_FAMILY = KIND_FAMILY["model"]

@@ -665,8 +665,10 @@ class Retriever:
         text = f"{paper.title} {paper.abstract}"
         # What the question asserts of the paper that the paper writes only to deny it
         # ("how does X fine-tune ...?" of "... without fine-tuning").
+        # Only where it speaks of its own work: it may well write that the work it improves
+        # on fine-tunes.
         asserted = [w for w in q.topical if w not in GENERIC_WORDS]
-        if denied := denied_only(text, asserted, q.text):
+        if denied := denied_only(self._vocab.about_itself(pid), asserted, q.text):
             return denied, True
         topic = self.topics.unsaid(q.text, text)
         if not topic or not self.index.count_chunks():

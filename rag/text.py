@@ -248,8 +248,9 @@ DENIAL_REACH = 3
 def denied_only(text: str, words: Iterable[str], asked: str = "") -> str:
     """The first of `words` (a question's, in any form) that `text` writes, but only just
     after a denial ("we steer experts without fine-tuning" of "fine-tune"); else "". Words
-    that `asked` (the question) writes only after a denial too are left out."""
-    written, question = _denials(text), _denials(asked)
+    that `asked` (the question) writes after a denial anywhere before them are left out:
+    "without changing X or using Y" denies both."""
+    written, question = _denials(text), _denials(asked, reach=len(asked))
     for word in words:
         parts = [stem(p) for p in all_words(word)]
         if parts and written(parts) and not question(parts):
@@ -257,17 +258,16 @@ def denied_only(text: str, words: Iterable[str], asked: str = "") -> str:
     return ""
 
 
-def _denials(text: str) -> Callable[[list[str]], bool]:
-    """Whether `text` writes a run of stems, and each time just after a denial."""
+def _denials(text: str, reach: int = DENIAL_REACH) -> Callable[[list[str]], bool]:
+    """Whether `text` writes a run of stems, and each time within `reach` words after a
+    denial."""
     said = all_words(text)
     stems_said = [stem(w) for w in said]
 
     def denied(parts: list[str]) -> bool:
         n = len(parts)
         at = [i for i in range(len(stems_said) - n + 1) if stems_said[i : i + n] == parts]
-        return bool(at) and all(
-            any(w in _DENIALS for w in said[max(0, i - DENIAL_REACH) : i]) for i in at
-        )
+        return bool(at) and all(any(w in _DENIALS for w in said[max(0, i - reach) : i]) for i in at)
 
     return denied
 

@@ -285,6 +285,21 @@ def test_a_paper_is_named_by_its_own_name_or_by_a_word_it_capitalises() -> None:
     assert q.named == ("p6",) and q.own_named == ("p6",)
 
 
+def test_the_sentences_in_which_a_paper_speaks_of_its_own_work() -> None:
+    zorp = Paper(
+        "z1",
+        "Most methods fine-tune on retain data. We propose Zorp. Zorp needs no retain data. "
+        "This paper also ships code.",
+        names=("Zorp",),
+    )
+    plain = Paper("z2", "Methods fine-tune. Retain data helps.")
+    vocab = Vocabulary.build([zorp, plain])
+    assert vocab.about_itself("z1") == (
+        "We propose Zorp. Zorp needs no retain data. This paper also ships code."
+    )
+    assert vocab.about_itself("z2") == "Methods fine-tune. Retain data helps."
+
+
 def test_a_paper_described_instead_of_named(vocab: Vocabulary) -> None:
     assert parse("In the clock series paper, what is X?", vocab).described == "clock series"
     # Its subject comes before "paper"; one word fits too many papers.

@@ -211,6 +211,11 @@ def test_a_topic_the_named_paper_never_says_is_a_false_premise(
     assert not real_retriever.retrieve(
         "How does SteerMoE steer behaviour without fine-tuning?"
     ).abstained
+    # Where it speaks of its own work: DRAGON writes that other methods need retain data.
+    r = real_retriever.retrieve("How does DRAGON use the retain set to keep general ability?")
+    assert r.abstained and r.premise == "retain" and r.denied
+    q = "How does DRAGON unlearn without modifying the base model or using retain data?"
+    assert not real_retriever.retrieve(q).abstained
     # The paper named by its own name is the subject, whatever a chance capital picks out.
     r = real_retriever.retrieve("How does TimeSAE handle image watermarking on ImageNet?")
     assert r.abstained and r.premise == "watermarking" and names(r)[0] == "TimeSAE"

@@ -223,3 +223,6 @@ def test_a_word_written_only_to_deny_it() -> None:
     assert denied_only("It forgets without any retain data.", ["retain"]) == "retain"
     assert denied_only("No gains. Then we use a small retain set.", ["retain"]) == ""
     assert denied_only(steer, ["watermark"]) == ""  # never written: another test's business
+    # The question's own denial reaches over a list: "without X or using Y" denies Y.
+    asked = "How does it forget without changing the model or using retain data?"
+    assert denied_only("It forgets without any retain data.", ["retain"], asked) == ""
