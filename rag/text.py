@@ -240,7 +240,7 @@ def states_count(text: str, counted: tuple[str, ...]) -> bool:
 
 
 # Words that deny what follows them ("without fine-tuning", "no retain data").
-_DENIALS = frozenset({"without", "no", "not", "never", "nor", "neither"})
+_DENIALS = frozenset({"without", "no", "not", "never", "nor", "neither", "cannot"})
 # A denial governs the few words after it: "without any retain data".
 DENIAL_REACH = 3
 
@@ -260,14 +260,25 @@ def denied_only(text: str, words: Iterable[str], asked: str = "") -> str:
 
 def _denials(text: str, reach: int = DENIAL_REACH) -> Callable[[list[str]], bool]:
     """Whether `text` writes a run of stems, and each time within `reach` words after a
-    denial."""
-    said = all_words(text)
+    denial. A compound is one word ("without any task-specific fine-tuning")."""
+    said: list[str] = []
+    word_at: list[int] = []  # which written word each part is of
+    denials: list[int] = []  # the written words that deny
+    for n, word in enumerate(WORD.findall(fold(text))):
+        if word in _DENIALS or re.search(r"n['’]t$", word):  # "can't", "doesn't"
+            denials.append(n)
+        for part in _ALNUM.findall(word):
+            said.append(part)
+            word_at.append(n)
     stems_said = [stem(w) for w in said]
+
+    def after_denial(i: int) -> bool:
+        return any(0 < word_at[i] - n <= reach for n in denials)
 
     def denied(parts: list[str]) -> bool:
         n = len(parts)
         at = [i for i in range(len(stems_said) - n + 1) if stems_said[i : i + n] == parts]
-        return bool(at) and all(any(w in _DENIALS for w in said[max(0, i - reach) : i]) for i in at)
+        return bool(at) and all(after_denial(i) for i in at)
 
     return denied
 

@@ -223,6 +223,12 @@ def test_a_word_written_only_to_deny_it() -> None:
     assert denied_only("It forgets without any retain data.", ["retain"]) == "retain"
     assert denied_only("No gains. Then we use a small retain set.", ["retain"]) == ""
     assert denied_only(steer, ["watermark"]) == ""  # never written: another test's business
+    # A compound is one word; a contraction denies too.
+    leon = "LLMs as optimizers without any task-specific fine-tuning, for patients."
+    assert denied_only(leon, ["fine-tuned"]) == "fine-tuned"
+    welfare = "There is no independent, intervention-based test of welfare."
+    assert denied_only(welfare, ["test"]) == "test"
+    assert denied_only(welfare, ["test"], "It says you can't test welfare?") == ""
     # The question's own denial reaches over a list: "without X or using Y" denies Y.
     asked = "How does it forget without changing the model or using retain data?"
     assert denied_only("It forgets without any retain data.", ["retain"], asked) == ""
