@@ -871,7 +871,11 @@ def which(question: str) -> str:
             # "the names of the three unlearning tasks": things of any kind, asked by name.
             if _is_kind(w) or (names and w.islower() and f.endswith("s") and f not in FILLER):
                 return w
-            if (f in FILLER and f not in NUMBER_WORDS) or looks_coined(w):
+            # A coined name asks what it is ("what is the X benchmark?"); a short form the
+            # field uses for a plain thing modifies the kind ("which RL algorithm").
+            if (f in FILLER and f not in NUMBER_WORDS) or (
+                looks_coined(w) and f.removesuffix("s") not in GENERIC_ACRONYMS
+            ):
                 break
     return ""
 

@@ -377,6 +377,9 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
         # Things of any kind, asked for by their names; a kind written with a possessive.
         ("what are the names of the three unlearning tasks Zorp is run on?", "tasks"),
         ("The Zorp paper: which model's activations did they use?", "model's"),
+        # A short form for a plain thing modifies the kind; a coined name is asked about.
+        ("Which RL algorithm does Zorp use?", "algorithm"),
+        ("What is the ZorpRL algorithm?", ""),
     ],
 )
 def test_which_kind_of_named_thing_a_question_asks_for(
