@@ -24,6 +24,7 @@ from rag.text import (
     KIND_FAMILY,
     KINDS,
     NUMBER_WORDS,
+    PLAIN_ACRONYMS,
     QUESTION_WORDS,
     SHORT_NAME,
     STOPWORDS,
@@ -685,12 +686,10 @@ class Vocabulary:
 
     def _is_name(self, word: str, opening: bool) -> bool:
         """Whether one word (or part of a compound) of an abstract is written as a name."""
-        if len(word) < 2 or word[0].isdigit():
-            return False
+        short = word.removesuffix("s")
+        if len(word) < 2 or word[0].isdigit() or short.lower() in PLAIN_ACRONYMS:
+            return False  # "CoT" as much as "LLMs"
         if is_acronym(word):
-            short = word.removesuffix("s")
-            if short.lower() in GENERIC_ACRONYMS:
-                return False
             if len(short) <= SHORT_NAME:  # spells out too many runs by chance
                 return True
             if short not in self._described:

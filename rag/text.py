@@ -8,7 +8,9 @@ The word lists are data files in `rag/words/` (one word a line, `#` comments):
 - `contribution.txt`: verbs with which an abstract states what its own work does;
 - `numbers.txt`: numbers written as words;
 - `results.txt`: words that report the same kind of result ("speedup", "faster");
-- `kinds.txt`: kinds of thing known by proper names ("benchmark", "LLM").
+- `kinds.txt`: kinds of thing known by proper names ("benchmark", "LLM");
+- `generic_acronyms.txt`: short forms for plain things ("LLM", "RL");
+- `well_known.txt`: names of particular things no abstract coins ("ImageNet", "PPO").
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ NUMBER_WORDS = word_list("numbers")
 KIND_FAMILY = {w: n for n, line in enumerate(_data_lines("kinds")) for w in line.split()}
 KINDS = frozenset(KIND_FAMILY)
 # Short forms so common in the field that they name no particular thing ("LLM", "FFN").
-GENERIC_ACRONYMS = word_list("generic_acronyms")
+PLAIN_ACRONYMS = word_list("generic_acronyms")
+# Those and the names of particular things as common ("ImageNet", "PPO"): no paper coins them.
+GENERIC_ACRONYMS = PLAIN_ACRONYMS | word_list("well_known")
 
 
 def fold(text: str) -> str:

@@ -432,6 +432,11 @@ def test_the_names_an_abstract_writes_for_things_other_than_itself() -> None:
     # the plural too, are its own.
     assert vocab.names_written("z6") == ["Qwen3-1.5B", "Qwen3-8B"]
     assert vocab.names_written("z6", "benchmark") == []
+    # A well-known name (rag/words/well_known.txt) answers "which algorithm"; a short form
+    # for a plain thing ("CoT") does not.
+    ppo = Paper("z7", "Plain methods like PPO beat CoT prompting with DPO.", title="G")
+    vocab = Vocabulary.build([ppo])
+    assert vocab.names_written("z7", "algorithm") == ["PPO"]
     listed = Paper(
         "z4", "Robust on VQA benchmarks (MMFoo, MMBar and RealBar) by Zorb-7.", title="R"
     )
