@@ -375,10 +375,10 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
         ("What are the names of the four games Zorp plays?", "games"),
         ("What's the tokenizer behind Zorp?", "tokenizer"),
         # Things of any kind, asked for by their names; a kind written with a possessive.
-        ("what are the names of the three unlearning tasks Zorp is run on?", "tasks"),
+        ("What were the names of the two forgetting tasks Zorp covers?", "tasks"),
         ("The Zorp paper: which model's activations did they use?", "model's"),
         # A short form for a plain thing modifies the kind; a coined name is asked about.
-        ("Which RL algorithm does Zorp use?", "algorithm"),
+        ("Zorp trains with which RL algorithm?", "algorithm"),
         ("What is the ZorpRL algorithm?", ""),
     ],
 )

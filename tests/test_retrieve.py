@@ -212,9 +212,9 @@ def test_a_topic_the_named_paper_never_says_is_a_false_premise(
         "How does SteerMoE steer behaviour without fine-tuning?"
     ).abstained
     # Where it speaks of its own work: DRAGON writes that other methods need retain data.
-    r = real_retriever.retrieve("How does DRAGON use the retain set to keep general ability?")
+    r = real_retriever.retrieve("Where does DRAGON draw on retain data when it forgets?")
     assert r.abstained and r.premise == "retain" and r.denied
-    q = "How does DRAGON unlearn without modifying the base model or using retain data?"
+    q = "DRAGON forgets without retain data or weight edits: how?"
     assert not real_retriever.retrieve(q).abstained
     # The paper named by its own name is the subject, whatever a chance capital picks out.
     r = real_retriever.retrieve("How does TimeSAE handle image watermarking on ImageNet?")

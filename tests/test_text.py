@@ -230,5 +230,5 @@ def test_a_word_written_only_to_deny_it() -> None:
     assert denied_only(welfare, ["test"]) == "test"
     assert denied_only(welfare, ["test"], "It says you can't test welfare?") == ""
     # The question's own denial reaches over a list: "without X or using Y" denies Y.
-    asked = "How does it forget without changing the model or using retain data?"
+    asked = "It forgets with no edits or retain data?"
     assert denied_only("It forgets without any retain data.", ["retain"], asked) == ""
