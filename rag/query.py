@@ -867,7 +867,7 @@ def which(question: str) -> str:
         names = "name" in m.group().lower()
         for w in after[:4]:
             f = fold(w)
-            # "the names of the three unlearning tasks": things of any kind, asked by name.
+            # "the names of the two games it plays": things of any kind, asked by name.
             if _is_kind(w) or (names and w.islower() and f.endswith("s") and f not in FILLER):
                 return w
             # A coined name asks what it is ("what is the X benchmark?"); a short form the
@@ -1021,6 +1021,7 @@ def parse(
             unseen_name=vocab.unseen_name(_shaped(names)),
         )
     named = vocab.named_papers(question, quoted)
+    spelled = vocab.spelled_in(question)  # papers named by the words their short names stand for
     authors, used = vocab.find_authors(words, question)
     nobody = used if not authors else []  # a full name of whom only the surname wrote here
     track_hit, track_used = vocab.find_tracks(words)
@@ -1064,10 +1065,7 @@ def parse(
         unknown_track=unknown_track,
         named=tuple(named),
         own_named=tuple(
-            p
-            for p in named
-            if vocab.naming(WORD.findall(question), [p], own=True)
-            or p in vocab.spelled_in(question)
+            p for p in named if vocab.naming(WORD.findall(question), [p], own=True) or p in spelled
         ),
         described=described(question),
         names=names,
