@@ -42,6 +42,17 @@ from rag.text import stems as _stems
 log = logging.getLogger(__name__)
 
 TOPICS_FILE = Path(__file__).with_name("topics.txt")
+# Topics that are the usual name of a shorter one ("machine unlearning"): a paper writing the
+# shorter ("LLM unlearning") is on the topic (`python -m evals.make_topics` writes it).
+NAMES_FILE = Path(__file__).with_name("topic_names.txt")
+
+
+def _usual_names() -> dict[str, str]:
+    lines = NAMES_FILE.read_text(encoding="utf-8").splitlines()
+    rows = [line.split("\t") for line in lines if line and not line.startswith("#")]
+    return {row[0]: row[1] for row in rows}
+
+
 # Words in this share of topics or more ("model", "learning", "generative") name no topic
 # of their own: a paper need not repeat them to be about the topic.
 GENERIC_SHARE = 0.04
@@ -83,6 +94,10 @@ class Topics:
         generic = {w for w, n in share.items() if n >= GENERIC_SHARE * len(phrases)}
         self._generic = generic
         self._needed = [tuple(w for w in _stems(p) if w not in generic) for p in phrases]
+        at = {p: i for i, p in enumerate(phrases)}
+        for name, shorter in _usual_names().items():
+            if name in at and shorter in at:
+                self._needed[at[name]] = self._needed[at[shorter]]
         self._spellings = [_words(p) for p in phrases]
         # Words too short for the word tests ("3D", "KV", "AI"): a question names the topic
         # only if it has them too, or "ai for research" would be named by "research" alone.

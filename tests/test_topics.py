@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -342,3 +343,29 @@ def test_unwritable_cache_still_answers(tmp_path: Path) -> None:
     vectors = np.eye(len(PHRASES), dtype=np.float32)
     topics = Topics.load(lambda texts: vectors, blocked / "topics", "m")
     assert topics.vectors.shape == (len(PHRASES), len(PHRASES))
+
+
+def test_a_usual_name_is_mentioned_by_its_shorter_topic_but_a_kind_is_not() -> None:
+    # "machine unlearning" is the usual name of unlearning (rag/topic_names.txt, from the
+    # corpora); "LLM watermarking" is one kind of watermarking among others.
+    topics, q = topics_near("machine unlearning")
+    forget = ["Our method makes a diffusion model forget a concept: concept unlearning, fast."]
+    assert topics.unmentioned("reading list on machine unlearning", q, forget) is None
+    assert topics.unmentioned("machine unlearning", q, [TEXT_WATERMARKING]) == (
+        "machine unlearning"
+    )
+    topics, q = topics_near("llm watermarking")
+    images = ["A watermarking scheme for photographs that survives cropping."]
+    assert topics.unmentioned("llm watermarking", q, images) == "llm watermarking"
+
+
+def test_make_topics_finds_usual_names_by_share_of_papers(tmp_path: Path) -> None:
+    from evals.make_topics import usual_names
+
+    rows = [{"abstract": "We study machine unlearning of facts."} for _ in range(6)]
+    rows += [{"abstract": "Unlearning for LLMs and image watermarking."} for _ in range(5)]
+    rows += [{"abstract": "Text watermarking of LLM outputs."} for _ in range(10)]
+    source = tmp_path / "c.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    topics = ["unlearning", "machine unlearning", "watermarking", "image watermarking"]
+    assert usual_names(topics, [source]) == [("machine unlearning", "unlearning", 0.55)]
