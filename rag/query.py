@@ -66,7 +66,7 @@ def _track_cue(word: str) -> bool:
 
 
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
-# A phrase the question puts in quotes ("what do they mean by 'token dropping'?"); past 80
+# A phrase the question puts in quotes ("what is 'token dropping' here?"); past 80
 # characters a quote is a passage, not a name.
 _QUOTED = re.compile(r"(?<!\w)['‘\"“]([^'‘’\"“”]{3,80})['’\"”](?!\w)")
 # Between the names a subarea lists: "Accountability, Transparency, and Interpretability".
@@ -557,7 +557,7 @@ class Vocabulary:
                 continue
             ids = self.names.get(key, [])
             if ids and raw not in self.spellings.get(key, ()) and self.is_ordinary(key):
-                ids = []  # "papers that use sparse autoencoders" is not about "USE: ..."
+                ids = []  # "works that use graph kernels" is not about "USE: ..."
             if not ids and raw[:1].isupper() and fold(raw) in inside:
                 # The papers that write the name, or a version of it ("Qwen": Qwen3-8B); a name
                 # none writes may carry an ordinary word ("Llama-family": Llama, CodeLlama-7b).

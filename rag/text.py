@@ -76,7 +76,7 @@ _HAS_MARK = re.compile(
 
 # A word as written: letters and digits, with inner apostrophes and hyphens.
 WORD = re.compile(r"[\w][\w'’\-]*", re.UNICODE)
-# "Bouniot's papers", "what's in the theory track": the clitic is not part of the word, so
+# "Bouniot's papers", "what's new on bandits": the clitic is not part of the word, so
 # the name matches its author and "what" its stopword. "O'Brien" keeps its apostrophe.
 _CLITIC = re.compile(r"['’](?:s|re|ve|ll|d|m)$")
 
