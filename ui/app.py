@@ -327,7 +327,7 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                     )
                     # No file_types here: Gradio would reject the whole batch for one bad
                     # file; check_uploads refuses each bad file and indexes the rest.
-                    files = gr.File(file_count="multiple", label="Files")
+                    files = gr.File(file_count="multiple", label="Files", elem_id="upload-files")
                     add = gr.Button("Index these files")
                     report = gr.Markdown()
             with gr.Column(scale=1):
