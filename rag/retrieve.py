@@ -732,8 +732,9 @@ class Retriever:
 
     def _writes_topic(self, q: Query, ids: list[str]) -> str:
         """The first of `ids` whose title or abstract writes the question's topical words
-        in a row, in any form, when the question names nothing no paper contains."""
-        asked = [stem(w) for w in q.topical]
+        in a row, in any form, when the question names nothing no paper contains. A known
+        topic is written as its papers write it ("unlearning" for "machine unlearning")."""
+        asked = list(self.topics.needed(fold(" ".join(q.topical)))) or [stem(w) for w in q.topical]
         if not asked or q.unknown_name:
             return ""
         for pid in ids:

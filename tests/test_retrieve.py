@@ -122,6 +122,11 @@ def test_a_topic_a_close_paper_writes_word_for_word_is_answered(
     assert any("privacy" in h.paper.abstract.lower() for h in r.hits)
     # A topic no close paper writes is still turned away.
     assert real_retriever.retrieve("got anything about crop yield forecasting?").abstained
+    # A known topic is written as its papers usually write it (rag/topic_names.txt): papers
+    # on "unlearning" write "machine unlearning".
+    r = real_retriever.retrieve("Show me papers on machine unlearning.")
+    assert not r.abstained and r.signals.get("topic_written") == 1.0
+    assert {"SAEmnesia", "DRAGON"} <= set(names(r)[:3])
 
 
 def test_reading_advice_is_judged_on_the_field_it_names(real_retriever: Retriever) -> None:
