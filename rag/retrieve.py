@@ -734,7 +734,10 @@ class Retriever:
         """The first of `ids` whose title or abstract writes the question's topical words
         in a row, in any form, when the question names nothing no paper contains. A known
         topic is written as its papers write it ("unlearning" for "machine unlearning")."""
-        asked = list(self.topics.needed(fold(" ".join(q.topical)))) or [stem(w) for w in q.topical]
+        # Generic words ("uses", "method") are no part of a topic's run, as in rag.topics.
+        asked = list(self.topics.needed(fold(" ".join(q.topical)))) or [
+            stem(w) for w in q.topical if fold(w) not in GENERIC_WORDS
+        ]
         if not asked or q.unknown_name:
             return ""
         for pid in ids:

@@ -127,6 +127,9 @@ def test_a_topic_a_close_paper_writes_word_for_word_is_answered(
     r = real_retriever.retrieve("Show me papers on machine unlearning.")
     assert not r.abstained and r.signals.get("topic_written") == 1.0
     assert {"SAEmnesia", "DRAGON"} <= set(names(r)[:3])
+    # Generic words are no part of the run ("uses distillation" is written as "distillation").
+    r = real_retriever.retrieve("is there anything that uses distillation?")
+    assert not r.abstained and "distill" in r.hits[0].paper.abstract.lower()
 
 
 def test_reading_advice_is_judged_on_the_field_it_names(real_retriever: Retriever) -> None:
