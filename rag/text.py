@@ -57,6 +57,8 @@ GENERIC_ACRONYMS = PLAIN_ACRONYMS | word_list("well_known")
 
 def fold(text: str) -> str:
     """Case- and accent-insensitive form used for matching names, tracks and words."""
+    if "\\ell" in text:  # LaTeX math reads as what it typesets: $\ell_2$ is "l2"
+        text = _ELL.sub(r"l\1", text)
     if text.isascii():  # most abstracts: nothing to decompose
         return " ".join(text.lower().split())
     decomposed = unicodedata.normalize("NFKD", text)
@@ -66,6 +68,7 @@ def fold(text: str) -> str:
     return " ".join(stripped.casefold().split())
 
 
+_ELL = re.compile(r"\$?\\ell(?![a-z])\s*(?:_\s*\{?\s*([0-9a-z]*)\s*\}?)?\$?", re.I)
 # Any combining mark (accents of Latin, Greek, Cyrillic, and the other scripts' marks).
 _HAS_MARK = re.compile(
     r"[\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a"

@@ -42,6 +42,15 @@ def test_fold_and_tokens() -> None:
         "by",
         "o'brien",
     ]
+    # LaTeX math reads as what it typesets: abstracts write the norm a question calls "l2".
+    assert tokens(r"the $\ell_2$-norm and $\ell_{1}$ penalties") == [
+        "the",
+        "l2-norm",
+        "and",
+        "l1",
+        "penalties",
+    ]
+    assert fold(r"\ellipsoid") == r"\ellipsoid"
 
 
 def test_one_stemmer_merges_forms_of_a_word_only() -> None:
