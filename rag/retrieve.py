@@ -581,9 +581,11 @@ class Retriever:
         # Its "or"s kept: either side may be what those papers mention.
         words = [w for w in q.words if w in topical or w == "or"]
         # Nearness is judged on those words: an author's name moves the question's vector.
+        # The filter chose these papers, so one that writes a topic's words at all, however
+        # far apart, mentions it ("alignment ... for safety" of "safety alignment").
         asked = " ".join(words)
         if topic := topics.unmentioned(
-            asked, self.index.query_model.get_query_embedding(asked), texts
+            asked, self.index.query_model.get_query_embedding(asked), texts, loose=True
         ):
             return topic
         # A topic the background list lacks: none of its words (as a follow-up reads them)

@@ -302,16 +302,17 @@ class Topics:
         spelled: bool = False,
         joined: bool = False,
         advice: bool = False,
+        loose: bool = False,
     ) -> str | None:
         """`_unmentioned`, but a topic the question names only in a gloss ("X (Y, Z)", "X,
         e.g. Y") explains X or gives instances of it: where the texts mention a topic the
         rest names and lack none of it, the gloss is not required too. Where they mention
         none, its instances are what says the papers lack the subject."""
-        lacking = self._unmentioned(question, query_vector, texts, spelled, joined, advice)
+        lacking = self._unmentioned(question, query_vector, texts, spelled, joined, advice, loose)
         main = without_glosses(question)
         if lacking is None or main == question:
             return lacking
-        if self._unmentioned(main, query_vector, texts, spelled, joined, advice) is not None:
+        if self._unmentioned(main, query_vector, texts, spelled, joined, advice, loose) is not None:
             return lacking
         asked = set(_stems(main))
         words = [self.text_stems(t) for t in texts]
@@ -330,6 +331,7 @@ class Topics:
         spelled: bool = False,
         joined: bool = False,
         advice: bool = False,
+        loose: bool = False,
     ) -> str | None:
         """A topic the question names that none of `texts` mentions, if there is one; with
         `spelled`, also any topic it spells out word for word, however far the question as a
@@ -338,6 +340,8 @@ class Topics:
         only different texts mention are lacking too ("graph neural networks for weather
         forecasting", where one paper is on each). With `advice` (a request for reading
         advice), also each field of two words or more it spells out, in the loose sense below.
+        With `loose`, every topic is judged in that sense: for texts the question's author or
+        track picked out, not nearness, which may write the topic's words apart.
 
         The question must name the topic itself (its words, generic ones aside): a topic
         that is only near the question ("oriented object detection" for one on open-world
@@ -360,15 +364,18 @@ class Topics:
         words = [self.text_stems(t) for t in texts]
         candidates = [i for i, _sim in self._near(query_vector, 10)]
         # Reading advice describes a field in its own words: a field it spells out that is
-        # not near the question as a whole is lacking only where no text writes its words.
-        loose: set[int] = set()
+        # not near the question as a whole is lacking only where no text writes its words
+        # (in one text, however far apart).
+        apart: set[int] = set()
         if spelled:
             candidates += self._spelled(question, min_words=1)
         elif advice:
-            loose = set(self._spelled(question, min_words=2)) - set(candidates)
-            candidates += sorted(loose)
+            apart = set(self._spelled(question, min_words=2)) - set(candidates)
+            candidates += sorted(apart)
+        if loose:
+            apart = set(candidates)
         short = _short_words(question)
-        said = [set(w) for w in words] if loose else []
+        said = [set(w) for w in words] if apart else []
         lacking = [
             (set(self._needed[i]), self.phrases[i])
             for i in dict.fromkeys(candidates)
@@ -377,7 +384,7 @@ class Topics:
             and self._short[i] <= short
             and not (
                 any(all(_says(w, n) for n in self._needed[i]) for w in said)
-                if i in loose
+                if i in apart
                 else _together(self._needed[i], words)
             )
         ]

@@ -279,6 +279,11 @@ def test_an_authors_papers_must_mention_the_topic_asked_of_them(
         "Did Zeynep Akata write on graph neural networks or on sparse autoencoders?"
     )
     assert not r.abstained and "TimeSAE" in names(r)
+    # Her papers may write a topic's words apart: "safety" and "alignment" in one abstract.
+    r = real_retriever.retrieve(
+        "What do Lucas et al. say about safety alignment in low-resource languages?"
+    )
+    assert not r.abstained and r.hits and r.hits[0].paper.id in real_retriever.papers
 
 
 def test_bm25_is_persisted_in_step_with_chroma(fake_seed_copy: Settings, tmp_path) -> None:

@@ -369,3 +369,18 @@ def test_make_topics_finds_usual_names_by_share_of_papers(tmp_path: Path) -> Non
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     topics = ["unlearning", "machine unlearning", "watermarking", "image watermarking"]
     assert usual_names(topics, [source]) == [("machine unlearning", "unlearning", 0.55)]
+
+
+def test_loose_reads_a_topics_words_anywhere_in_one_text() -> None:
+    # For papers an author or track picked out: "safety" and "alignment" apart still
+    # mention safety alignment; both words in different papers, or one missing, do not.
+    topics, q = topics_near("safety alignment")
+    apart = ["Alignment breaks down in low-resource languages, and with it model safety."]
+    question = "why does safety alignment fail in low-resource languages?"
+    assert topics.unmentioned(question, q, apart) == "safety alignment"
+    assert topics.unmentioned(question, q, apart, loose=True) is None
+    split = ["Alignment of language models.", "Safety of robots."]
+    assert topics.unmentioned(question, q, split, loose=True) == "safety alignment"
+    assert topics.unmentioned(question, q, ["Safety of robots."], loose=True) == (
+        "safety alignment"
+    )
