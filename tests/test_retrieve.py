@@ -283,7 +283,7 @@ def test_an_authors_papers_must_mention_the_topic_asked_of_them(
     r = real_retriever.retrieve(
         "What do Lucas et al. say about safety alignment in low-resource languages?"
     )
-    assert not r.abstained and r.hits and r.hits[0].paper.id in real_retriever.papers
+    assert not r.abstained and any("Lucas" in a for a in r.hits[0].paper.authors)
 
 
 def test_bm25_is_persisted_in_step_with_chroma(fake_seed_copy: Settings, tmp_path) -> None:
