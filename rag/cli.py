@@ -262,7 +262,9 @@ def ask_main(argv: Sequence[str] | None = None) -> int:
             # On stderr, so stdout stays the answer; the user sees what is being read at once.
             names = "; ".join(f"[{s.n}] {s.paper.display_name}" for s in sources)
             print(
-                f"found {len(sources)} papers: {names}" if sources else "found no papers",
+                f"found {len(sources)} paper{'s' if len(sources) > 1 else ''}: {names}"
+                if sources
+                else "found no papers",
                 file=sys.stderr,
                 flush=True,
             )
