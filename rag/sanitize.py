@@ -13,7 +13,7 @@ import re
 from functools import lru_cache
 
 from rag.corpus import Paper
-from rag.text import split_sentences
+from rag.text import read_math, split_sentences
 
 _RUNNABLE = re.compile(r"<\s*(script|style)\b[^>]*>.*?(?:<\s*/\s*\1\s*>|$)", re.I | re.S)
 # C0/C1 controls: terminal escape sequences and the like have no place in displayed text.
@@ -61,54 +61,6 @@ def addresses_model(sentence: str) -> bool:
     return bool(_ADDRESSES_MODEL.search(sentence))
 
 
-_LATEX_TEXT = re.compile(r"\\(?:emph|textit|textbf|texttt|text|mathrm|mathbf)\{([^{}]*)\}")
-# TeX math in abstracts ("up to 19.5$\times$ speedup", "$\ell_2$ norm") read as the symbols a
-# reader sees: a model copies "19.5$\times$" and the verifier matches words, not markup.
-_MATH = re.compile(r"\$(?=\S)([^$]{1,80})(?<=\S)\$(?!\d)")  # not "$5 and $10"
-_TEX_SYMBOLS = {
-    "times": "×",
-    "cdot": "·",
-    "ell": "ℓ",
-    "rightarrow": "→",
-    "to": "→",
-    "leftarrow": "←",
-    "leq": "≤",
-    "le": "≤",
-    "geq": "≥",
-    "ge": "≥",
-    "approx": "≈",
-    "sim": "~",
-    "neq": "≠",
-    "pm": "±",
-    "infty": "∞",
-    "alpha": "α",
-    "beta": "β",
-    "gamma": "γ",
-    "delta": "δ",
-    "Delta": "Δ",
-    "epsilon": "ε",
-    "varepsilon": "ε",
-    "theta": "θ",
-    "lambda": "λ",
-    "mu": "μ",
-    "sigma": "σ",
-    "tau": "τ",
-    "phi": "φ",
-    "pi": "π",
-    "rho": "ρ",
-    "omega": "ω",
-    "%": "%",
-}
-_TEX_COMMAND = re.compile(r"\\([A-Za-z]+|%)")
-
-
-def _math(m: re.Match[str]) -> str:
-    body = _LATEX_TEXT.sub(r"\1", m.group(1))
-    body = _TEX_COMMAND.sub(lambda c: _TEX_SYMBOLS.get(c.group(1), ""), body)
-    body = re.sub(r"_\{?(\d+)\}?", r"\1", body)  # a numeric subscript joins: ℓ2, x1
-    return re.sub(r"([_^])\{([^{}]*)\}", r"\1\2", body).replace("{", "").replace("}", "")
-
-
 def clean_text(text: str, lines: bool = False) -> str:
     """Source or answer text with images, links, HTML, URLs and LaTeX spacing taken out,
     on one line (with `lines`, its line breaks kept).
@@ -116,8 +68,7 @@ def clean_text(text: str, lines: bool = False) -> str:
     Entities are decoded first, so "&lt;script&gt;" goes the way of "<script>"."""
     text = _CONTROL.sub(" ", html.unescape(text))
     text = _RUNNABLE.sub(" ", text)  # a script's body is code, not words to keep
-    text = _LATEX_TEXT.sub(r"\1", text)
-    text = _MATH.sub(_math, text)
+    text = read_math(text)
     text = re.sub(r"(?<=\d)\\,(?=\d)", ",", text).replace("\\,", " ").replace("``", '"')
     text = text.replace("\\%", "%")
     text = _MARKUP[0].sub(" ", text)  # images first: "![x](url)" is not a link to keep
