@@ -126,7 +126,7 @@ _ASKS = [
         ),
     ),
     (
-        # "How many runs did the comparison use?" asks for a number, whatever it mentions.
+        # "How many layers does the probe read?" asks for a number, whatever it mentions.
         Asks.DETAIL,
         re.compile(
             r"^\W*(?:\w+\W+){0,3}?how (?:much|many|fast|large|big|long|small|often)\b", re.I
