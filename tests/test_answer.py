@@ -498,6 +498,10 @@ def test_ask_cli_json_and_exit_codes(fake_seed: Settings, tmp_path: Path) -> Non
         assert key in out
     assert out["llm"]["backend"] == "extractive" and out["citations"]
     assert {c["n"] for c in out["citations"]} <= {s["n"] for s in out["sources"]}
+    one = call_cli(
+        "rag.ask", "how much faster is FS-DFM?", "--llm", "extractive", "--k", "1", env=env
+    )
+    assert one.returncode == 0 and "found 1 paper: [1] FS-DFM" in one.stderr, one.stderr
     empty = call_cli("rag.ask", "anything", env={"RAG_HOME": str(tmp_path / "empty"), **FAKE_ENV})
     assert empty.returncode == 2 and "rag.ingest" in empty.stderr
 
