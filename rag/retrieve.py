@@ -737,8 +737,8 @@ class Retriever:
         in a row, in any form, when the question names nothing no paper contains. A known
         topic is written as its papers write it ("unlearning" for "machine unlearning")."""
         # Generic words ("uses", "method") are no part of a topic's run, as in rag.topics.
-        asked = list(self.topics.needed(fold(" ".join(q.topical)))) or [
-            stem(w) for w in q.topical if fold(w) not in GENERIC_WORDS
+        asked = list(self.topics.needed(" ".join(q.topical))) or [
+            stem(w) for w in q.topical if w not in GENERIC_WORDS
         ]
         if not asked or q.unknown_name:
             return ""
