@@ -29,6 +29,7 @@ from rag.text import (
     SHORT_NAME,
     STOPWORDS,
     WORD,
+    Figure,
     coined_tokens,
     contains,
     fold,
@@ -40,6 +41,7 @@ from rag.text import (
     plain_words,
     spells_out,
     split_sentences,
+    stated_figures,
     stem,
     tokens,
     word_list,
@@ -256,6 +258,7 @@ class Query:
     measured: tuple[str, ...] = ()  # the result "what X does ... reach" asks for ("error rate")
     which: str = ""  # the kind of thing "which K ..." asks the name of ("LLM", "benchmarks")
     figure: bool = False  # asks how large a result is ("by how much", "how many times")
+    figures: tuple[Figure, ...] = ()  # figures it states ("why ... 90% accuracy ...?")
     within: frozenset[str] | None = None  # a follow-up: only these papers
 
     @property
@@ -902,6 +905,15 @@ def _is_kind(word: str) -> bool:
     return bool(_kind(word))
 
 
+def _without(question: str, names: Iterable[str]) -> str:
+    """The question with the names it uses blanked out: their digits are no figures
+    ("Qwen3-8B")."""
+    for name in sorted(names, key=len, reverse=True):
+        # Whole names only: "024-step" read as a name is part of the figure "1,024-step".
+        question = re.sub(rf"(?<![\w,.]){re.escape(name)}(?!\w)", " ", question)
+    return question
+
+
 def _cued_track(words: list[str]) -> str:
     """The name in "the X track" ("the Quantum Chemistry track"), or "". Not "keep track
     of"; and "area" or "category" also name a field in plain English."""
@@ -1005,6 +1017,7 @@ def parse(
         measured=measured(question, vocab.names),
         which=which(question),
         figure=bool(_HOW_MUCH.search(question)),
+        figures=tuple(stated_figures(_without(question, names))),
         within=frozenset(within) if within is not None else None,
     )
     if author or track:

@@ -35,6 +35,7 @@ from rag.text import (
     split_sentences,
     states_count,
     states_figure,
+    states_figure_of,
     states_value,
     stem,
     stems,
@@ -672,6 +673,11 @@ class Retriever:
         asserted = [w for w in q.topical if w not in GENERIC_WORDS]
         if denied := denied_only(self._vocab.about_itself(pid), asserted, q.text):
             return denied, True
+        # A figure it states of the paper ("why ... 90% accuracy?") that the abstract never
+        # gives of the same thing.
+        for figure in q.figures:
+            if not states_figure_of(text, figure):
+                return figure.written, False
         topic = self.topics.unsaid(q.text, text)
         if not topic or not self.index.count_chunks():
             return "", False

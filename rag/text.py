@@ -19,6 +19,7 @@ import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +44,11 @@ STOPWORDS = word_list("stopwords")
 GENERIC_WORDS = word_list("generic")
 QUESTION_WORDS = word_list("question")
 CONTRIBUTION_VERBS = word_list("contribution")
-NUMBER_WORDS = word_list("numbers")
+# Number words, and the value of each that names one number ("twelve" 12; "hundreds" none).
+NUMBER_VALUES = {
+    line.split()[0]: float(line.split()[1]) for line in _data_lines("numbers") if " " in line
+}
+NUMBER_WORDS = frozenset(line.split()[0] for line in _data_lines("numbers"))
 
 
 # kind -> the line of kinds.txt (its family) it is on
@@ -537,3 +542,106 @@ def short_phrase(abstract: str, words: int = 8) -> str:
     text = " ".join(cut[:words]).rstrip(" .")
     text = text[:1].upper() + text[1:]
     return text + ("…" if len(cut) > words else "")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure a sentence states: as written, the values it may stand for (a range for
+    "millions"), and the words it is a figure of ("90% accuracy", "1,024-step")."""
+
+    written: str
+    low: float
+    high: float
+    of: frozenset[str] = frozenset()
+
+
+_SCALES = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "b": 1e9, "billion": 1e9}
+# A number, not the digits of a name ("Qwen3", "GPT-2", "Qwen3-8B", "E(3)"): no letter, digit
+# or dot just before it, nor one with a hyphen or bracket. Then a scale ("128K", "2 million")
+# or a share ("\%").
+_FIGURE_OR_WORD = re.compile(
+    r"(?<![a-z0-9.])(?<![a-z0-9][-‑(])"
+    r"(?P<n>\d{1,3}(?:(?:\\?,|[\u2009\u202f])\d{3})+(?!\d)|\d+(?:\.\d+)?)"
+    r"(?:\s*(?P<unit>\\?%|percent\b|[x×](?![a-z])|[kmb](?![a-z]))"
+    r"|\s+(?P<scale>thousand|million|billion)s?\b)?"
+    r"|\b(?P<many>hundreds|thousands|millions|billions)\b"
+    r"|\ba\s+(?P<one>thousand|million|billion)\b"
+    r"|(?P<w>[a-z]+)"
+)
+# "millions": a million or more, short of the next name ("billions").
+_MANY = {
+    "hundreds": (1e2, 1e3),
+    "thousands": (1e3, 1e6),
+    "millions": (1e6, 1e9),
+    "billions": (1e9, 1e12),
+}
+# A figure's words are the next ones, past filler ("millions of tokens").
+FIGURE_OF_WORDS = 2
+# A figure a question gives is the paper's within rounding ("around 90%" of 89.7%).
+FIGURE_ROUNDING = 0.05
+
+
+def _figures_and_words(text: str, spelled: dict[str, float] | None = None) -> list[Figure | str]:
+    """`text` read as figures and (folded) words, in order; `spelled` are number words read
+    as figures too."""
+    spelled = spelled or {}
+    out: list[Figure | str] = []
+    for m in _FIGURE_OR_WORD.finditer(fold(text)):
+        if (word := m.group("w")) and word in spelled:
+            out.append(Figure(word, spelled[word], spelled[word]))
+        elif word:
+            out.append(word)
+        elif m.group("many"):
+            low, high = _MANY[m.group("many")]
+            out.append(Figure(m.group(0), low, high))
+        elif m.group("one"):
+            value = _SCALES[m.group("one")]
+            out.append(Figure(m.group(0), value, value))
+        else:
+            value = float(re.sub(r"\\?,|[\u2009\u202f]", "", m.group("n")))
+            unit = (m.group("unit") or "").lower()
+            value *= _SCALES.get(m.group("scale") or unit, 1.0)
+            out.append(Figure(m.group(0).strip(), value, value))
+    return out
+
+
+def stated_figures(text: str) -> list[Figure]:
+    """The figures a question states (not a year), each with the words it is a figure of."""
+    parts = _figures_and_words(text)
+    out = []
+    for i, part in enumerate(parts):
+        if not isinstance(part, Figure):
+            continue
+        if part.low == part.high and 1900 <= part.low <= 2100 and part.written.isdigit():
+            continue  # a year: when, not how much
+        of: list[str] = []
+        first = 0  # where the first word it is a figure of stands after it
+        for k, after in enumerate(parts[i + 1 :], start=1):
+            if isinstance(after, Figure) or len(of) == FIGURE_OF_WORDS:
+                break
+            if after not in STOPWORDS and after not in GENERIC_WORDS:
+                of.append(stem(after))
+                first = first or k
+        # As the question says it, up to that word: "90% accuracy", "millions of tokens".
+        said = [part.written, *(str(w) for w in parts[i + 1 : i + 1 + first])]
+        out.append(Figure(" ".join(said), part.low, part.high, frozenset(of)))
+    return out
+
+
+def states_figure_of(text: str, figure: Figure) -> bool:
+    """Whether `text` gives `figure` (within rounding) within VALUE_REACH words of a word it
+    is a figure of (anywhere, for a figure of nothing named)."""
+    for sentence in split_sentences(text):
+        # An abstract may spell a count out ("three benchmarks"); a question's digits, or
+        # its magnitudes, are what it states ("the two tricks" only counts what it asks of).
+        parts = _figures_and_words(sentence, NUMBER_VALUES)
+        at = [i for i, p in enumerate(parts) if isinstance(p, str) and stem(p) in figure.of]
+        for j, p in enumerate(parts):
+            if not isinstance(p, Figure):
+                continue
+            fits = p.high >= figure.low * (1 - FIGURE_ROUNDING) and p.low <= figure.high * (
+                1 + FIGURE_ROUNDING
+            )
+            if fits and (not figure.of or any(abs(i - j) <= VALUE_REACH for i in at)):
+                return True
+    return False

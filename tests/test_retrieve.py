@@ -239,6 +239,14 @@ def test_a_topic_the_named_paper_never_says_is_a_false_premise(
     assert not real_retriever._writes_all(pid, "time series watermarking")
     ok = "In the sparse autoencoder time series paper, what are the concepts explained?"
     assert not real_retriever.retrieve(ok).abstained
+    # A figure asked of the paper that its abstract never gives of the same thing (FS-DFM
+    # is 128x faster with 8 steps); the figures it gives are no premise.
+    r = real_retriever.retrieve("Why is FS-DFM 40x faster than its discrete-flow baseline?")
+    assert r.abstained and r.premise == "40x faster" and names(r)[0] == "FS-DFM"
+    r = real_retriever.retrieve("How does FS-DFM get by with 16 sampling steps?")
+    assert r.abstained and r.premise == "16 sampling"
+    assert not real_retriever.retrieve("How does FS-DFM sample 128x faster?").abstained
+    assert not real_retriever.retrieve("How does FS-DFM get by with eight steps?").abstained
     # Nearer the topic than half the collection, but not among the papers that say it.
     r = real_retriever.retrieve("How does TimeSAE use reinforcement learning?")
     assert r.abstained and r.premise == "reinforcement learning"

@@ -13,8 +13,10 @@ from rag.text import (
     mentions_name,
     one_edit,
     split_sentences,
+    stated_figures,
     states_count,
     states_figure,
+    states_figure_of,
     states_value,
     stem,
     stems,
@@ -205,6 +207,25 @@ def test_a_described_compound_is_found_written_apart_a_coined_one_is_not() -> No
 def test_any_figure_at_all() -> None:
     assert states_figure("a 3x speedup.") and states_figure("in twelve games.")
     assert not states_figure("it outperforms every baseline by a wide margin.")
+
+
+def test_the_figures_a_question_states_and_whether_a_text_gives_them() -> None:
+    # Not a year, nor the digits of a name ("Llama-3-8B"); each with what it is a figure of.
+    q = "Why does it reach roughly 72% recall on 3 benchmarks in 2023 with Llama-3-8B?"
+    recall, benchmarks = stated_figures(q)
+    assert (recall.written, recall.of) == ("72% recall", {stem("recall")})
+    assert (benchmarks.written, benchmarks.low) == ("3 benchmarks", 3)
+    assert states_figure_of("Recall rises to 71.8\\% on every dataset.", recall)  # rounded
+    far = "Recall is 40% while the accuracy of the final classifier on every benchmark is 72%."
+    assert not states_figure_of(far, recall)  # 72%, but of another thing
+    assert states_figure_of("We evaluate on three benchmarks.", benchmarks)  # spelled out
+    assert states_figure_of("We evaluate on 3 public benchmarks.", benchmarks)
+    # A magnitude in words is a range; a scale after a number multiplies it.
+    (many,) = stated_figures("how can it read millions of tokens?")
+    assert many.written == "millions of tokens"
+    assert states_figure_of("It reads 2M tokens at once.", many)
+    assert not states_figure_of("It reads 128K tokens at once.", many)
+    assert stated_figures("a 1\\,024-step run")[0].low == 1024
 
 
 def test_glosses_are_what_restates_or_exemplifies() -> None:
