@@ -216,6 +216,12 @@ class Answer:
     named: tuple[str, ...] = ()  # ids of the papers the question names (rag.query.Query.named)
 
     @property
+    def framing(self) -> bool:
+        """Whether the question's words are its framing for the verifier (rag.verify): not
+        where it asks which papers are on a topic, which the papers must write."""
+        return bool(self.named) or self.asks not in (Asks.PAPERS, Asks.RECOMMEND)
+
+    @property
     def citations(self) -> list[Source]:
         used = sorted({n for s in self.sentences for n in s.citations})
         return [s for s in self.sources if s.n in used]
@@ -442,7 +448,7 @@ class Answerer:
             if text and len(text.split()) < MIN_GIST_WORDS:
                 text, note = "", "the model's line was too short to say what the paper does"
             if text:
-                verdict = self.verifier.check(text, [s.paper], answer.question)
+                verdict = self.verifier.check(text, [s.paper], answer.question, answer.framing)
                 if verdict.supported:
                     own, evidence = True, verdict.evidence
                 else:
@@ -649,7 +655,9 @@ class Answerer:
             if len(valid) != len(cited):
                 missing = sorted(set(cited) - set(valid))
                 note = f"removed citation(s) to sources that do not exist: {missing}"
-            sentence = self._verified(body, valid, prompt_sources, note, answer.question)
+            sentence = self._verified(
+                body, valid, prompt_sources, note, answer.question, answer.framing
+            )
             sentence.own_words = written.own_words
             sentences.append(sentence)
         if self.settings.answer.unsupported == "drop":
@@ -705,31 +713,39 @@ class Answerer:
         return not said.supported and self.verifier.check(affirmed(body), papers).supported
 
     def _verified(
-        self, body: str, cited: list[int], sources: list[Source], note: str, question: str = ""
+        self,
+        body: str,
+        cited: list[int],
+        sources: list[Source],
+        note: str,
+        question: str = "",
+        framing: bool = True,
     ) -> Sentence:
         by_n = {s.n: s for s in sources}
         if cited:
-            verdict = self.verifier.check(body, [by_n[n].paper for n in cited], question)
+            verdict = self.verifier.check(body, [by_n[n].paper for n in cited], question, framing)
             if verdict.supported and len(cited) > 1:
                 # A second paper cited on a sentence one paper alone supports, that itself
                 # does not, is a wrong citation: the reader would follow it for nothing.
                 alone = [
                     n
                     for n in cited
-                    if self.verifier.check(body, [by_n[n].paper], question).supported
+                    if self.verifier.check(body, [by_n[n].paper], question, framing).supported
                 ]
                 if alone and alone != cited:
                     dropped = ", ".join(f"[{n}]" for n in cited if n not in alone)
                     note = "; ".join(x for x in (note, f"citation {dropped} dropped") if x)
                     cited = alone
-                    verdict = self.verifier.check(body, [by_n[n].paper for n in cited], question)
+                    verdict = self.verifier.check(
+                        body, [by_n[n].paper for n in cited], question, framing
+                    )
             if verdict.supported:
                 return Sentence(body, cited, True, verdict.score, verdict.evidence, note)
         # Wrong or missing citation: the source that does support it, if any, is cited instead
         # (post-hoc attribution: a small model often writes the right sentence, uncited).
         best = None
         for s in sources:
-            v = self.verifier.check(body, [s.paper], question)
+            v = self.verifier.check(body, [s.paper], question, framing)
             if v.supported and (best is None or v.score > best[1].score):
                 best = (s.n, v)
         if best is not None:

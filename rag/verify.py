@@ -53,9 +53,15 @@ class Verdict:
 class Verifier(Protocol):
     """Decides whether a sentence is supported by the given source papers."""
 
-    def check(self, sentence: str, sources: Sequence[Paper], question: str = "") -> Verdict:
+    def check(
+        self, sentence: str, sources: Sequence[Paper], question: str = "", framing: bool = True
+    ) -> Verdict:
         """`question`, when given, is what the sentence answers: its own negations ("...
-        without retraining?") are its framing, not a flip the sentence brings."""
+        without retraining?") are its framing, not a flip the sentence brings. With
+        `framing`, so are its words said back about the paper it asks about ("does Orak
+        cover ..." -> "Orak covers ..."); without, as for a question asking which papers are
+        on a topic, they are the topic the sentence says a paper is on, which the paper must
+        write ("X is about machine translation" of a paper on code translation)."""
         ...
 
 
@@ -117,7 +123,9 @@ class AlignmentVerifier:
                 self._cache.clear()
         return [self._cache[t] for t in texts]
 
-    def check(self, sentence: str, sources: Sequence[Paper], question: str = "") -> Verdict:
+    def check(
+        self, sentence: str, sources: Sequence[Paper], question: str = "", framing: bool = True
+    ) -> Verdict:
         sentence = strip_citations(sentence)
         claim = without_names(sentence, sources).strip(" ,;:")
         if not claim or not sources:
@@ -139,9 +147,10 @@ class AlignmentVerifier:
         # Overlap is against the whole cited abstract: a summary may join two of its sentences.
         whole = " ".join(s for group in texts for s in group)
         source_words = content_words(whole)
-        # Words the answer takes from the question ("does Orak cover ..." -> "Orak covers")
-        # are the question's framing, not claims the source must make.
-        words = content_words(claim) - (content_words(question) - source_words)
+        # Words the answer takes from a question about a paper ("does Orak cover ..." ->
+        # "Orak covers") are its framing, not claims the source must make.
+        framed = content_words(question) - source_words if framing else set()
+        words = content_words(claim) - framed
         overlap = len(words & source_words) / len(words) if words else 0.0
         score = EMBED_WEIGHT * sims[best] + OVERLAP_WEIGHT * overlap
 

@@ -140,6 +140,21 @@ def test_unsupported_sentences_are_flagged_or_dropped(seed_readonly: Settings) -
     assert "Antarctica" not in dropped.text
 
 
+def test_a_paper_said_to_be_on_the_asked_topic_must_write_it(seed_readonly: Settings) -> None:
+    # A small model puts the topic asked for onto whatever paper it was given: KECode edits
+    # code LLMs, translation among their tasks; it is not about translating between languages.
+    what = "KECode edits the knowledge of code LLMs [1]."
+    reply = f"KECode is about machine translation [1]. {what}"
+    asked = answerer(seed_readonly, reply)[0].ask("which papers are about machine translation?")
+    assert not asked.framing and not asked.abstained
+    assert [s.supported for s in asked.sentences] == [False, True], asked.sentences
+    assert "unsupported" in asked.sentences[0].note
+    # Of the paper a question names, its words said back are framing: the claim is
+    # judged on the rest.
+    named = answerer(seed_readonly, what)[0].ask("what does KECode do to code models?")
+    assert named.framing and [s.supported for s in named.sentences] == [True]
+
+
 def test_unverifiable_answer_abstains_with_the_reason(fake_seed: Settings) -> None:
     # The verifier, not the model, decides: no sentence a source supports, no answer.
     a, backend = answerer(fake_seed, "Bananas are yellow and grow in bunches [1].")
