@@ -45,10 +45,9 @@ GENERIC_WORDS = word_list("generic")
 QUESTION_WORDS = word_list("question")
 CONTRIBUTION_VERBS = word_list("contribution")
 # Number words, and the value of each that names one number ("twelve" 12; "hundreds" none).
-NUMBER_VALUES = {
-    line.split()[0]: float(line.split()[1]) for line in _data_lines("numbers") if " " in line
-}
-NUMBER_WORDS = frozenset(line.split()[0] for line in _data_lines("numbers"))
+_NUMBER_LINES = [line.split() for line in _data_lines("numbers")]
+NUMBER_VALUES = {row[0]: float(row[1]) for row in _NUMBER_LINES if len(row) > 1}
+NUMBER_WORDS = frozenset(row[0] for row in _NUMBER_LINES)
 
 
 # kind -> the line of kinds.txt (its family) it is on
@@ -555,7 +554,8 @@ class Figure:
     of: frozenset[str] = frozenset()
 
 
-_SCALES = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "b": 1e9, "billion": 1e9}
+# Scales written after a number: "128K", "2M"; as words ("2 million") from NUMBER_VALUES.
+_SCALES = {"k": 1e3, "m": 1e6, "b": 1e9}
 # A number, not the digits of a name ("Qwen3", "GPT-2", "Qwen3-8B", "E(3)"): no letter, digit
 # or dot just before it, nor one with a hyphen or bracket. Then a scale ("128K", "2 million")
 # or a share ("\%").
@@ -595,12 +595,13 @@ def _figures_and_words(text: str, spelled: dict[str, float] | None = None) -> li
             low, high = _MANY[m.group("many")]
             out.append(Figure(m.group(0), low, high))
         elif m.group("one"):
-            value = _SCALES[m.group("one")]
+            value = NUMBER_VALUES[m.group("one")]
             out.append(Figure(m.group(0), value, value))
         else:
             value = float(re.sub(r"\\?,|[\u2009\u202f]", "", m.group("n")))
             unit = (m.group("unit") or "").lower()
-            value *= _SCALES.get(m.group("scale") or unit, 1.0)
+            scale = m.group("scale")
+            value *= NUMBER_VALUES[scale] if scale else _SCALES.get(unit, 1.0)
             out.append(Figure(m.group(0).strip(), value, value))
     return out
 
