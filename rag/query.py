@@ -194,7 +194,7 @@ _ASKER = re.compile(
 # report a result: "what purpose does X serve?" asks for no figure.
 _WHAT_RESULT = re.compile(
     r"^\W*what\s+((?:(?!(?:does|do|did|is|are|was|were)\b)[\w'’-]+\s+){1,3}?)(?:does|do|did)"
-    r"\s+(?:[\w'’-]+\s+)*?(?:reach|achieve|attain|obtain|get|report|score|keep|deliver)\b",
+    r"\s+(?:\S+\s+)*?(?:reach|achieve|attain|obtain|get|report|score|keep|deliver)\b",
     re.IGNORECASE,
 )
 # "what's the exact F1 that X reaches?": the same, asked with a relative clause.

@@ -376,7 +376,12 @@ def states_value(text: str, measured: tuple[str, ...]) -> bool:
     want = set().union(said, *(kinds.get(w, set()) for w in said))
     if not want:
         return True  # "what results ...": nothing particular to look for
+    # A ratio ("19.5x") says how many times: the figure of a comparison (a speedup, a
+    # reduction), never of a metric such as PSNR or accuracy.
+    ratios = bool(want & set().union(*kinds.values()))
     for sentence in split_sentences(text):
+        if not ratios:
+            sentence = _RATIO_FIGURE.sub(" ", fold(sentence))
         parts = [p for t in tokens(sentence) for p in t.split("-") if p]
         at = [i for i, p in enumerate(parts) if stem(p) in want]
         # A number, not a name with a digit in it ("F1", "HumanML3D").
@@ -386,6 +391,7 @@ def states_value(text: str, measured: tuple[str, ...]) -> bool:
     return False
 
 
+_RATIO_FIGURE = re.compile(r"\d+(?:[.,]\d+)?\s*[x×](?![a-z0-9])", re.IGNORECASE)
 # How far a result's figure stands from what it measures: a clause ("a 3.5% gain in
 # BLEU", "accuracy rises from 71% to 80%"), not the next result of a list.
 VALUE_REACH = 6

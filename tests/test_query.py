@@ -319,6 +319,9 @@ def test_the_verb_after_papers_frames_the_question(vocab: Vocabulary) -> None:
 def test_what_result_a_question_asks_the_value_of(vocab: Vocabulary) -> None:
     assert parse("What error rate does TimeSAE reach?", vocab).measured == ("error", "rate")
     assert parse("What does TimeSAE do?", vocab).measured == ()
+    # Whatever stands between: a figure ("the 4.5x faster one") is no end of the clause.
+    q = parse("What SSIM does the sampler with the 4.5x speedup report?", vocab)
+    assert q.measured == ("SSIM",)
     assert parse("What purpose does sparsity serve in TimeSAE?", vocab).measured == ()
     assert parse("What is TimeSAE?", vocab).measured == ()
     # Asked with a relative clause.

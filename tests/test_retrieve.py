@@ -173,6 +173,11 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # A result whose figure the named paper's abstract does not give.
     r = retriever.retrieve("What perplexity does TimeSAE reach on long series?")
     assert r.abstained and r.unstated == "perplexity"
+    # A ratio beside a metric is a speedup's figure, not the metric's ("competitive
+    # PSNR/SSIM/LPIPS with up to 19.5x speedup").
+    r = retriever.retrieve("What SSIM does FAST-DIPS get on deblurring?")
+    assert r.abstained and r.unstated == "SSIM"
+    assert not retriever.retrieve("What speedup does FAST-DIPS report?").abstained
     # A count the named paper's abstract does not give (of a part it need not name: "heads"
     # would bring up attention, which it never says, a false premise first).
     r = retriever.retrieve("How many layers does TimeSAE's encoder have?")

@@ -155,6 +155,10 @@ def test_a_result_is_stated_where_a_sentence_gives_its_figure() -> None:
     assert states_value("It reaches an F1 of 0.8.", ("F1",))
     # The same kind of result in other words (rag/words/results.txt).
     assert states_value("Sampling is 40× faster than before.", ("speedup",))
+    # A ratio is the figure of a comparison, not of a metric written beside it.
+    ratio = r"It keeps competitive SSIM/LPIPS with up to 12.5$\times$ speedup and 3x fewer steps."
+    assert not states_value(ratio, ("SSIM",)) and not states_value(ratio, ("LPIPS", "dB"))
+    assert states_value(ratio, ("speedup",)) and states_value(ratio, ("reduction",))
     # Nothing particular asked ("what results ..."): nothing to hold against the text.
     assert states_value("No figures here.", ("results",))
 
