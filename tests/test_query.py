@@ -54,6 +54,10 @@ def vocab() -> Vocabulary:
         ("our group builds touch sensors for robot hands. relevant papers?", Asks.RECOMMEND),
         ("Which papers are relevant to touch sensing?", Asks.PAPERS),
         ("Looking for the paper that sorts socks with a robot arm.", Asks.PAPERS),
+        # Whether the collection holds such work: its papers answer, not a yes or a no.
+        ("Is there a faster way to sort socks with a robot arm?", Asks.PAPERS),
+        ("has anyone here tried touch sensors on robot hands?", Asks.PAPERS),
+        ("Is TimeSAE faster than plain SAEs?", Asks.YESNO),
         ("sparse autoencoders for time series", Asks.TOPIC),
         ("recommender systems with graph models", Asks.TOPIC),
     ],
