@@ -162,8 +162,16 @@ class AlignmentVerifier:
         missing_names = {t for t in coined_tokens(claim) if t not in source_names}
         # Small models flip claims by adding a negation; one the evidence lacks is suspect.
         added_negation = _negated(claim) - _negated(evidence) - _negated(question)
+        # Without framing, the question's words the sentence repeats are the topic it puts on
+        # the paper, which a verbatim clause after them ("X studies <topic> by <its own
+        # words>") must not carry: two the paper never writes are a claim it lacks (one may
+        # be a word of the question's own phrasing).
+        asked = content_words(question) & content_words(claim) if not framing else set()
+        unwritten = asked - source_words
         reason = ""
-        if missing_numbers:
+        if len(unwritten) >= 2:
+            reason = f"puts on the paper a topic it does not write: {', '.join(sorted(unwritten))}"
+        elif missing_numbers:
             reason = f"numbers not in the source: {', '.join(sorted(missing_numbers))}"
         elif missing_names:
             reason = f"names not in the source: {', '.join(sorted(missing_names))}"

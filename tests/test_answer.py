@@ -155,6 +155,26 @@ def test_a_paper_said_to_be_on_the_asked_topic_must_write_it(seed_readonly: Sett
     assert named.framing and [s.supported for s in named.sentences] == [True]
 
 
+def test_a_topic_put_on_a_paper_before_its_own_words_is_unsupported(
+    seed_readonly: Settings,
+) -> None:
+    # The sentence's second half is the abstract word for word; its first half says the
+    # paper recovers equations from a trajectory, which the inverse-problem solver never does.
+    own = (
+        "a training-free solver that replaces these inner loops with a hard measurement-space "
+        "feasibility constraint (closed-form projection) and an analytic, model-optimal step "
+        "size, enabling a small, fixed compute budget per noise level"
+    )
+    reply = f"FAST-DIPS has looked at recovering equations from one trajectory by {own} [1]."
+    q = "Is there work on recovering governing equations from one observed trajectory?"
+    answer = answerer(seed_readonly, reply)[0].ask(q)
+    assert not answer.framing
+    assert not any(s.supported for s in answer.sentences if "FAST-DIPS" in s.text)
+    # Said without the topic, the same clause is what the paper does.
+    fine = answerer(seed_readonly, f"FAST-DIPS proposes {own} [1].")[0].ask(q)
+    assert [s.supported for s in fine.sentences] == [True]
+
+
 def test_unverifiable_answer_abstains_with_the_reason(fake_seed: Settings) -> None:
     # The verifier, not the model, decides: no sentence a source supports, no answer.
     a, backend = answerer(fake_seed, "Bananas are yellow and grow in bunches [1].")
