@@ -124,8 +124,8 @@ _ASKS = [
             # "anything on X?" asks for papers; "does it reveal anything about X?" does not.
             r"|^\W*(?:(?:is|are)\s+there\s+|(?:have\s+)?(?:you\s+)?got\s+)?anything\s+(?:on|about)\b"
             r"|\b(?:here|collection)\W+anything\s+(?:on|about)\b"
-            # "Is there a way to ...?", "has anyone here tried ...?": whether the collection
-            # holds such work, which its papers answer.
+            # Existence questions (is/are there ..., has anyone ...) ask whether the
+            # collection holds such work, which its papers answer.
             r"|^\W*(?:(?:is|are)\s+there|has\s+any\s?one|have\s+any\s+(?:papers?|work))\b",
             re.I,
         ),

@@ -378,7 +378,7 @@ def states_value(text: str, measured: tuple[str, ...]) -> bool:
         return True  # "what results ...": nothing particular to look for
     # A ratio ("19.5x") says how many times: the figure of a comparison (a speedup, a
     # reduction), never of a metric such as PSNR or accuracy.
-    ratios = bool(want & set().union(*kinds.values()))
+    ratios = bool(want & kinds.keys())
     for sentence in split_sentences(text):
         if not ratios:
             sentence = _RATIO_FIGURE.sub(" ", fold(sentence))

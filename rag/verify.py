@@ -149,7 +149,8 @@ class AlignmentVerifier:
         source_words = content_words(whole)
         # Words the answer takes from a question about a paper ("does Orak cover ..." ->
         # "Orak covers") are its framing, not claims the source must make.
-        framed = content_words(question) - source_words if framing else set()
+        question_words = content_words(question)
+        framed = question_words - source_words if framing else set()
         words = content_words(claim) - framed
         overlap = len(words & source_words) / len(words) if words else 0.0
         score = EMBED_WEIGHT * sims[best] + OVERLAP_WEIGHT * overlap
@@ -166,7 +167,7 @@ class AlignmentVerifier:
         # the paper, which a verbatim clause after them ("X studies <topic> by <its own
         # words>") must not carry: two the paper never writes are a claim it lacks (one may
         # be a word of the question's own phrasing).
-        asked = content_words(question) & content_words(claim) if not framing else set()
+        asked = question_words & content_words(claim) if not framing else set()
         unwritten = asked - source_words
         reason = ""
         if len(unwritten) >= 2:
