@@ -248,6 +248,9 @@ class Query:
     explicit: bool = False  # authors/tracks came from filters, not from the wording
     named: tuple[str, ...] = ()  # ids of the papers whose coined names or titles it uses
     own_named: tuple[str, ...] = ()  # those of them named by a name of their own, not a capital
+    # Those named by something particular (an own name, a quote, a coined shape, a model
+    # family), not by a capitalised word many texts could write ("English").
+    surely_named: tuple[str, ...] = ()
     described: str = ""  # "the <description> paper": one paper, described instead of named
     names: tuple[str, ...] = ()  # name-shaped tokens it uses (BLEU, GPT-2, AlphaFold)
     proper: tuple[str, ...] = ()  # other words it writes as names, inside a sentence (Minecraft)
@@ -320,6 +323,7 @@ class Vocabulary:
     # The words a paper's own short name stands for ("risk awareness injection" of RAI).
     spelled: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     families: dict[str, set[str]] = field(default_factory=dict)  # "Qwen" (of "Qwen3-8B") -> ids
+    coined_families: set[str] = field(default_factory=set)  # those carried by a coined name
     _original: str | None = None  # every title and abstract as written, joined on first use
     _text: str | None = None  # the same, lower-cased
     _stems: set[str] | None = None  # their words' stems, on first use
@@ -357,6 +361,8 @@ class Vocabulary:
                 v.capitalised.setdefault(tok, set()).add(p.id)
                 for family in _families(tok):
                     v.families.setdefault(family, set()).add(p.id)
+                    if looks_coined(tok):
+                        v.coined_families.add(family)
         for track in v.tracks:
             if track:
                 area, _, sub = track.partition(" · ")
@@ -540,21 +546,25 @@ class Vocabulary:
                     best = piece
         return sorted(set(found)), best
 
-    def named_papers(self, question: str, quoted: Iterable[str] = ()) -> list[str]:
+    def named_papers(self, question: str, quoted: Iterable[str] = ()) -> tuple[list[str], set[str]]:
         """Papers whose coined name or short title head the question uses, or that use a
-        phrase it `quoted`."""
+        phrase it `quoted`; and those of them named by something particular, not by a
+        capitalised word that many texts could write ("English", "Mixture-of-Experts")."""
         found: list[str] = []
+        firm: set[str] = set()
         for words in quoted:
             said = words.lower()
             ids = [p.id for p in self.papers.values() if said in f"{p.title} {p.abstract}".lower()]
             if len(ids) <= MAX_NAME_SHARERS:
                 found += [pid for pid in ids if pid not in found]
+                firm.update(ids)
         subject = _SUBJECT.search(question)
         inside = _names_inside(question)
         # A paper named by the words its short name stands for is meant, not the papers that
         # capitalise one of those words.
         spelled = self.spelled_in(question)
         found += [pid for pid in spelled if pid not in found]
+        firm.update(spelled)
         covered = {w for words in spelled.values() for w in words}
         for m in re.finditer(r"[\w][\w\-]*[\w]|\w", question):
             raw = m.group()
@@ -564,12 +574,15 @@ class Vocabulary:
             ids = self.names.get(key, [])
             if ids and raw not in self.spellings.get(key, ()) and self.is_ordinary(key):
                 ids = []  # "works that use graph kernels" is not about "USE: ..."
+            sure = bool(ids)
             if not ids and raw[:1].isupper() and fold(raw) in inside:
                 # The papers that write the name, or a version of it ("Qwen": Qwen3-8B); a name
                 # none writes may carry an ordinary word ("Llama-family": Llama, CodeLlama-7b).
                 ids = sorted(self.capitalised.get(raw, set()) | self.families.get(raw, set()))
+                sure = self._particular(raw)
                 if not ids and (head := name_head(raw)) != raw:
                     ids = sorted(self.capitalised.get(head, set()) | self.families.get(head, set()))
+                    sure = self._particular(head)
             if not ids and subject and raw == subject.group(1):
                 # "What is X?": a capitalised name few papers use is what they share, even
                 # if no abstract says "we propose" it.
@@ -579,7 +592,22 @@ class Vocabulary:
             for pid in ids:
                 if pid not in found:
                     found.append(pid)
-        return found
+            if sure:
+                firm.update(ids)
+        return found, firm
+
+    def _particular(self, written: str) -> bool:
+        """Whether a capitalised word names one thing: a model family some coined name
+        carries ("Qwen" of Qwen3-8B), or a coined shape with a part that is no word the
+        collection writes in lowercase nor a common short form ("ImageNet", not "AI-generated")."""
+        if written in self.coined_families:
+            return True
+        ordinary = self._lowercase_words() | PLAIN_ACRONYMS
+        return looks_coined(written) and any(
+            fold(part).removesuffix("s") not in ordinary and fold(part) not in ordinary
+            for part in written.split("-")
+            if part
+        )
 
     def spelled_in(self, question: str) -> dict[str, tuple[str, ...]]:
         """The papers whose own short name the question spells out in full, with the words."""
@@ -1036,7 +1064,7 @@ def parse(
             unknown_name=vocab.unknown_name(_shaped(names)),
             unseen_name=vocab.unseen_name(_shaped(names)),
         )
-    named = vocab.named_papers(question, quoted)
+    named, firm = vocab.named_papers(question, quoted)
     spelled = vocab.spelled_in(question)  # papers named by the words their short names stand for
     authors, used = vocab.find_authors(words, question)
     nobody = used if not authors else []  # a full name of whom only the surname wrote here
@@ -1083,6 +1111,7 @@ def parse(
         own_named=tuple(
             p for p in named if vocab.naming(WORD.findall(question), [p], own=True) or p in spelled
         ),
+        surely_named=tuple(p for p in named if p in firm),
         described=described(question),
         names=names,
         proper=tuple(w for w in q.proper if not set(tokens(w)) <= meta),

@@ -534,7 +534,10 @@ class Retriever:
             return Retrieval(
                 query, hits, True, reason, mode, authors, tracks, signals=signals, unstated=unstated
             )
-        if mode == "hybrid" and not named and allowed is None and vector is not None:
+        # A paper that merely writes a capitalised word of the question ("English") may be
+        # about something else: only a particular name exempts the question from the check.
+        surely = [pid for pid in named if pid in q.surely_named]
+        if mode == "hybrid" and not surely and allowed is None and vector is not None:
             decision = self._abstention_check(q, vector, dense, sparse, first_ids)
             signals |= decision.signals
             if decision.abstain:

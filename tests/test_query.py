@@ -289,6 +289,27 @@ def test_a_paper_is_named_by_its_own_name_or_by_a_word_it_capitalises() -> None:
     assert q.named == ("p6",) and q.own_named == ("p6",)
 
 
+def test_only_a_particular_name_surely_names_a_paper() -> None:
+    papers = [
+        *PAPERS,
+        Paper("m1", "Sparse Mixture-of-Experts layers route tokens to a mixture of experts."),
+        Paper("m2", "We tune Qwen2.5-7B on Swahili questions from VoxBank."),
+        Paper("m3", "Tagging Swahili and Yoruba text, mixture weights learned by experts."),
+    ]
+    vocab = Vocabulary.build(papers)
+    # Capitalised words other texts write too (in lowercase, or as ordinary names) name the
+    # papers that write them, but not surely.
+    q = parse("Which paper prunes a Mixture-of-Experts model?", vocab)
+    assert q.named == ("m1",) and q.surely_named == ()
+    q = parse("Which papers translate Swahili poetry?", vocab)
+    assert set(q.named) == {"m2", "m3"} and q.surely_named == ()
+    # A coined shape with a part of its own, a model family a coined name carries, a quote.
+    assert parse("Which papers evaluate on VoxBank?", vocab).surely_named == ("m2",)
+    assert parse("Which papers fine-tune Qwen models?", vocab).surely_named == ("m2",)
+    assert parse('What is "mixture weights"?', vocab).surely_named == ("m3",)
+    assert parse("What does TimeSAE explain?", vocab).surely_named == ("p1",)
+
+
 def test_the_sentences_in_which_a_paper_speaks_of_its_own_work() -> None:
     zorp = Paper(
         "z1",

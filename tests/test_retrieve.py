@@ -113,6 +113,17 @@ def test_question_outside_the_collection_abstains(real_retriever: Retriever) -> 
     assert r.abstained and r.hits == [] and "relevance" in r.reason
 
 
+def test_a_capitalised_word_a_paper_happens_to_write_does_not_make_it_the_subject(
+    real_retriever: Retriever,
+) -> None:
+    # One abstract writes "Gaussian conditional surrogate"; none is about Gaussian processes.
+    r = real_retriever.retrieve("Which papers use Gaussian processes?")
+    assert r.abstained and "relevance" in r.signals
+    # A particular name (a coined shape) still names the paper that writes it.
+    r = real_retriever.retrieve("Which papers test on ImageNet?")
+    assert not r.abstained and "name" in r.hits[0].matched
+
+
 def test_a_topic_a_close_paper_writes_word_for_word_is_answered(
     real_retriever: Retriever,
 ) -> None:
