@@ -370,7 +370,15 @@ class Answerer:
         if on_sources:
             on_sources(answer.sources)
         answer.shape = shape_for(result)
-        if result.abstained and result.premise and result.hits:
+        if result.abstained and result.contrary and result.hits:
+            self._abstain(
+                answer,
+                result.reason,
+                f"The question assumes {result.premise!r}, but the abstract of "
+                f"{result.hits[0].paper.display_name} says otherwise: \u201c{result.contrary}"
+                "\u201d It is listed first below, with the papers closest to the question.",
+            )
+        elif result.abstained and result.premise and result.hits:
             self._abstain(
                 answer,
                 result.reason,

@@ -689,6 +689,9 @@ class Vocabulary:
                 own.add(fold(inside))  # a short form of plain words: "chain-of-thought (CoT)"
         out = []
         labels: dict[str, set[int]] = {}  # a name's kinds, wherever the abstract labels it
+        # Those of the sentences an unlabelled name is in: the kinds they write that label
+        # no name ("results on benchmark datasets ... on HumanML3D").
+        nearby: dict[str, set[int]] = {}
         for sentence in split_sentences(text):
             # "X's" is X; "Qwen3-1.7B" one word.
             words = [re.sub(r"['’]s$", "", w) for w in _VERSIONED.findall(sentence)]
@@ -698,7 +701,20 @@ class Vocabulary:
                 own_name = any(
                     fold(x) in own or fold(x).removesuffix("s") in own for x in [w, *parts]
                 )
-                names.append(not own_name and any(self._is_name(x, i == 0) for x in parts))
+                # A kind capitalised in a phrase ("Data Engine") labels it; it names nothing.
+                names.append(
+                    not own_name
+                    and not _is_kind(w)
+                    and any(self._is_name(x, i == 0) for x in parts)
+                )
+            # The kinds it writes that label no name next to them.
+            kinds = {
+                family
+                for j, w in enumerate(words)
+                if not names[j]
+                and not any(names[max(j - 1, 0) : j + 2])
+                and (family := KIND_FAMILY.get(_kind(w))) is not None
+            }
             for i, w in enumerate(words):
                 if names[i]:
                     # A name that carries a parameter count ("Qwen3-8B") is a model's.
@@ -713,10 +729,13 @@ class Vocabulary:
                             continue
                     out.append(w)
                     labels.setdefault(w, set()).update(() if label is None else (label,))
+                    nearby.setdefault(w, set()).update(kinds if label is None else ())
         if not kind:
             return out
         family = KIND_FAMILY.get(_kind(kind))
-        return [w for w in out if not labels[w] or family in labels[w]]
+        # A label next to the name settles its kind; else its sentence's kinds do, if any.
+        kind_of = {w: labels[w] or nearby[w] for w in out}
+        return [w for w in out if not kind_of[w] or family in kind_of[w]]
 
     def _is_name(self, word: str, opening: bool) -> bool:
         """Whether one word (or part of a compound) of an abstract is written as a name."""
@@ -904,10 +923,10 @@ def which(question: str) -> str:
             # "the names of the two games it plays": things of any kind, asked by name.
             if _is_kind(w) or (names and w.islower() and f.endswith("s") and f not in FILLER):
                 return w
-            # A coined name asks what it is ("what is the X benchmark?"); a short form the
-            # field uses for a plain thing modifies the kind ("which RL algorithm").
+            # A name asks what it is ("what is the X benchmark?", "the Data Engine"); a short
+            # form the field uses for a plain thing modifies the kind ("which RL algorithm").
             if (f in FILLER and f not in NUMBER_WORDS) or (
-                looks_coined(w) and f.removesuffix("s") not in GENERIC_ACRONYMS
+                (looks_coined(w) or w[:1].isupper()) and f.removesuffix("s") not in GENERIC_ACRONYMS
             ):
                 break
     return ""
@@ -934,6 +953,11 @@ def _kind(word: str) -> str:
 
 def _is_kind(word: str) -> bool:
     return bool(_kind(word))
+
+
+def _unpossessed(text: str) -> list[str]:
+    """The words of `text`, "X's" as X."""
+    return [re.sub(r"['’]s$", "", w) for w in WORD.findall(text)]
 
 
 def _without(question: str, names: Iterable[str]) -> str:
@@ -1109,7 +1133,7 @@ def parse(
         unknown_track=unknown_track,
         named=tuple(named),
         own_named=tuple(
-            p for p in named if vocab.naming(WORD.findall(question), [p], own=True) or p in spelled
+            p for p in named if vocab.naming(_unpossessed(question), [p], own=True) or p in spelled
         ),
         surely_named=tuple(p for p in named if p in firm),
         described=described(question),

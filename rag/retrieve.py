@@ -29,6 +29,7 @@ from rag.text import (
     CONTRIBUTION_VERBS,
     GENERIC_WORDS,
     contains,
+    contradicted,
     denied_only,
     fold,
     mentions_name,
@@ -77,6 +78,7 @@ class Retrieval:
     unstated: str = ""  # what it asks for that the papers it is about do not state
     premise: str = ""  # a topic it asks of the paper it names, which that paper never says
     denied: bool = False  # the paper says the premise only to deny it ("without fine-tuning")
+    contrary: str = ""  # the paper's sentence that says the opposite of the premise
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -517,6 +519,36 @@ class Retriever:
                 premise=premise,
                 denied=denied,
             )
+        # What it says of a thing where the paper it is about says only the opposite ("why
+        # do larger models do better?" of "smaller models outperform larger ones"). That
+        # paper is the one it names or describes, or its authors' only one, else the closest.
+        about = subject or (sorted(allowed) if authors and allowed and len(allowed) == 1 else [])
+        if not about and hits and not named:
+            about = [hits[0].paper.id]
+        if (
+            mode == "hybrid"
+            and len(about) == 1
+            and any(h.paper.id == about[0] for h in hits)
+            and q.asks in (Asks.EXPLAIN, Asks.DETAIL, Asks.TOPIC)
+            and self.index.settings.search.topic_check
+        ):
+            paper = self.papers[about[0]]
+            if contrary := contradicted(f"{paper.title}. {paper.abstract}", q.text):
+                # That paper is the one the answer shows first.
+                hits.sort(key=lambda h: h.paper.id != about[0])
+                reason = f"the paper it is about says {contrary.written!r}, not {contrary.asked!r}"
+                return Retrieval(
+                    query,
+                    hits,
+                    True,
+                    reason,
+                    mode,
+                    authors,
+                    tracks,
+                    signals=signals,
+                    premise=contrary.asked,
+                    contrary=contrary.sentence,
+                )
         # Papers picked out by their authors ("Smith et al.") are as surely the ones asked
         # about as papers named by their own names.
         known = named or (sorted(allowed) if authors and allowed is not None else [])

@@ -303,7 +303,9 @@ def states_count(text: str, counted: tuple[str, ...]) -> bool:
 
 
 # Words that deny what follows them ("without fine-tuning", "no retain data").
-_DENIALS = frozenset({"without", "no", "not", "never", "nor", "neither", "cannot"})
+_DENIALS = frozenset(
+    {"without", "no", "not", "never", "nor", "neither", "cannot", "fail", "fails", "failed"}
+)
 # A denial governs the few words after it: "without any retain data".
 DENIAL_REACH = 3
 
@@ -321,6 +323,10 @@ def denied_only(text: str, words: Iterable[str], asked: str = "") -> str:
     return ""
 
 
+def _is_denial(word: str) -> bool:
+    return word in _DENIALS or bool(re.search(r"n['’]t$", word))  # "can't", "doesn't"
+
+
 def _denials(text: str, reach: int = DENIAL_REACH) -> Callable[[list[str]], bool]:
     """Whether `text` writes a run of stems, and each time within `reach` words after a
     denial. A compound is one word ("without any task-specific fine-tuning")."""
@@ -328,7 +334,7 @@ def _denials(text: str, reach: int = DENIAL_REACH) -> Callable[[list[str]], bool
     word_at: list[int] = []  # which written word each part is of
     denials: list[int] = []  # the written words that deny
     for n, word in enumerate(WORD.findall(fold(text))):
-        if word in _DENIALS or re.search(r"n['’]t$", word):  # "can't", "doesn't"
+        if _is_denial(word):
             denials.append(n)
         for part in _ALNUM.findall(word):
             said.append(part)
@@ -344,6 +350,84 @@ def _denials(text: str, reach: int = DENIAL_REACH) -> Callable[[list[str]], bool
         return bool(at) and all(after_denial(i) for i in at)
 
     return denied
+
+
+# Words of opposite sense (rag/words/opposites.txt), each to its opposites.
+_OPPOSITES: dict[str, set[str]] = {}
+for _a, _b in (line.split() for line in _data_lines("opposites")):
+    _OPPOSITES.setdefault(_a, set()).add(_b)
+    _OPPOSITES.setdefault(_b, set()).add(_a)
+# A modifier qualifies the next few words: "larger rephrasing models".
+OPPOSITE_REACH = 2
+
+
+def _qualified(
+    text: str, reach: int | None = OPPOSITE_REACH
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """(modifier, stem of a word it qualifies) -> (the two as written, their sentence), for
+    each word of rag/words/opposites.txt and the content words right after it; with `reach`
+    None, every later word of its sentence up to an opposite one."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for sentence in split_sentences(text):
+        words = WORD.findall(fold(sentence))
+        for i, word in enumerate(words):
+            if word not in _OPPOSITES:
+                continue
+            for after in words[i + 1 : None if reach is None else i + 1 + reach]:
+                if after in _OPPOSITES[word]:
+                    break  # what follows is qualified by the opposite ("higher X ... lower Y")
+                if after in _OPPOSITES or after in STOPWORDS:
+                    continue
+                out.setdefault((word, stem(after)), (f"{word} {after}", sentence))
+    return out
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    """A claim of a question that a text makes only the other way round."""
+
+    asked: str  # as the question puts it ("larger models", "beat")
+    written: str  # as the text puts it instead ("smaller models", "fail to outperform")
+    sentence: str  # the text's sentence that says so
+
+
+def contradicted(text: str, asked: str) -> Contradiction | None:
+    """What the question `asked` says of a thing ("larger ... models") where `text` says
+    only the opposite of it ("smaller models"); a sentence that writes the question's word
+    anywhere before the thing says it too. Or a result the question asserts ("X beats Y")
+    that `text` states only denied ("X fails to outperform Y")."""
+    said, anywhere = _qualified(text), _qualified(text, None)
+    for (word, head), (written, _) in _qualified(asked).items():
+        if (word, head) in anywhere:
+            continue
+        for opposite in sorted(_OPPOSITES[word]):
+            if (opposite, head) in said:
+                instead, sentence = said[(opposite, head)]
+                return Contradiction(written, instead, sentence)
+    denied_in_text, denied_in_question = _denials(text), _denials(asked, reach=len(asked))
+    result_words, text_stems = _result_words(), set(stems(text))
+    for word in all_words(asked):
+        group = result_words.get(stem(word), set())
+        if not group or denied_in_question([stem(word)]):
+            continue
+        denied = {w for w in group if denied_in_text([w])}
+        if denied and not any(w in text_stems and not denied_in_text([w]) for w in group):
+            return _denied_result(text, word, denied)
+    return None
+
+
+def _denied_result(text: str, asked: str, group: set[str]) -> Contradiction:
+    """The denial and the result word it denies, as `text` writes them, with the sentence."""
+    for sentence in split_sentences(text):
+        words = WORD.findall(fold(sentence))
+        for i, w in enumerate(words):
+            if stem(w) in group:
+                start = max(
+                    (j for j in range(max(0, i - DENIAL_REACH), i) if _is_denial(words[j])),
+                    default=i,
+                )
+                return Contradiction(asked, " ".join(words[start : i + 1]), sentence)
+    return Contradiction(asked, asked, "")
 
 
 # What restates or exemplifies what comes before it: a parenthesis, or "e.g."/"i.e." up to

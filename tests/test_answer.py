@@ -268,6 +268,11 @@ def test_a_false_premise_about_a_named_paper_is_not_answered(seed_readonly: Sett
     answer = a.ask("Which fine-tuning recipe does SteerMoE follow?")
     assert answer.abstained and backend.prompts == []
     assert answer.text.startswith("The abstract of SteerMoE says it works without fine-tuning")
+    # Nor one it states the other way round: its own sentence says so.
+    answer = a.ask("Why did Rudolph et al. conclude that CFR-based approaches clearly beat PPO?")
+    assert answer.abstained and backend.prompts == []
+    assert answer.text.startswith("The question assumes 'beat', but the abstract of Rudolph")
+    assert "fail to outperform generic policy gradient methods.\u201d" in answer.text
 
 
 def test_the_model_is_never_asked_to_refuse(fake_seed: Settings) -> None:

@@ -408,6 +408,8 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
         # A short form for a plain thing modifies the kind; a coined name is asked about.
         ("Zorp trains with which RL algorithm?", "algorithm"),
         ("What is the ZorpRL algorithm?", ""),
+        ("What is the Decomposed Data Engine in Zorp?", ""),  # a name, capitalised
+        ("Which base LLM is Zorp built on?", "LLM"),
     ],
 )
 def test_which_kind_of_named_thing_a_question_asks_for(
@@ -475,6 +477,19 @@ def test_the_names_an_abstract_writes_for_things_other_than_itself() -> None:
     vocab = Vocabulary.build([pile])
     assert vocab.names_written("z5", "corpus") == ["Zorpile"]
     assert vocab.names_written("z5", "LLM") == ["Zorbot"]
+    # A name nothing next to it labels takes the kinds its sentence writes unattached; a
+    # kind capitalised in a phrase ("Data Engine") names nothing.
+    motion = Paper(
+        "z8",
+        "We build the Decomposed Data Engine for our data. Tests across benchmark datasets "
+        "show gains on HumanML3D and KIT-ML.",
+        title="M",
+    )
+    vocab = Vocabulary.build([motion])
+    assert vocab.names_written("z8") == ["Decomposed", "HumanML3D", "KIT-ML"]
+    assert vocab.names_written("z8", "backbone") == []
+    assert vocab.names_written("z8", "engine") == ["Decomposed"]
+    assert vocab.names_written("z8", "benchmark") == ["HumanML3D", "KIT-ML"]
 
 
 def test_what_a_how_many_question_counts(vocab: Vocabulary) -> None:

@@ -263,6 +263,20 @@ def test_a_topic_the_named_paper_never_says_is_a_false_premise(
     assert r.abstained and r.premise == "16 sampling"
     assert not real_retriever.retrieve("How does FS-DFM sample 128x faster?").abstained
     assert not real_retriever.retrieve("How does FS-DFM get by with eight steps?").abstained
+    # A claim the paper it is about makes only the other way round, whether it names the
+    # paper, picks it out by its authors or describes it.
+    r = real_retriever.retrieve(
+        "Why did Rudolph et al. conclude that CFR-based approaches clearly beat PPO?"
+    )
+    assert r.abstained and r.premise == "beat" and "fail to outperform" in r.contrary
+    assert names(r)[0].startswith("Rudolph")
+    r = real_retriever.retrieve(
+        "In the n-gram novelty study, why does higher novelty come with higher pragmaticality?"
+    )
+    assert r.abstained and r.premise == "higher pragmaticality"
+    assert "lower pragmaticality" in r.contrary
+    ok = "In the n-gram novelty study, why does higher novelty come with lower pragmaticality?"
+    assert not real_retriever.retrieve(ok).abstained
     # Nearer the topic than half the collection, but not among the papers that say it.
     r = real_retriever.retrieve("How does TimeSAE use reinforcement learning?")
     assert r.abstained and r.premise == "reinforcement learning"

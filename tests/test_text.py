@@ -7,6 +7,7 @@ from rag.text import (
     QUESTION_WORDS,
     STOPWORDS,
     coined_tokens,
+    contradicted,
     denied_only,
     fold,
     looks_coined,
@@ -266,3 +267,27 @@ def test_a_word_written_only_to_deny_it() -> None:
     # The question's own denial reaches over a list: "without X or using Y" denies Y.
     asked = "It forgets with no edits or retain data?"
     assert denied_only("It forgets without any retain data.", ["retain"], asked) == ""
+
+
+def test_a_claim_the_text_makes_only_the_other_way_round() -> None:
+    found = (
+        "Unlike in human-written text, higher novelty in LLMs correlates with lower pragmaticality."
+    )
+    c = contradicted(found, "Why does higher novelty come with higher pragmaticality?")
+    assert c is not None and (c.asked, c.written) == (
+        "higher pragmaticality",
+        "lower pragmaticality",
+    )
+    assert c.sentence == found
+    # Said the same way, or the opposite only of another thing, is no contradiction; nor is
+    # a sentence that writes the question's word before the thing, further off.
+    assert contradicted(found, "Why does higher novelty come with lower pragmaticality?") is None
+    assert contradicted(found, "Why is pragmaticality lower for longer texts?") is None
+    cfg = "Stronger guidance improves alignment but reduces diversity. Weaker modes, reducing it."
+    assert contradicted(cfg, "Why does stronger guidance reduce diversity?") is None
+    # A result the text states only denied.
+    runs = "We find that CFR-based approaches fail to outperform policy gradient methods."
+    c = contradicted(runs, "Why do CFR-based approaches beat PPO?")
+    assert c is not None and (c.asked, c.written) == ("beat", "fail to outperform")
+    assert contradicted(runs, "Why do CFR-based approaches fail to beat PPO?") is None
+    assert contradicted(runs + " Ours outperforms them.", "Why does CFR beat PPO?") is None
