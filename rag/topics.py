@@ -339,9 +339,10 @@ class Topics:
         the question asks for one piece of work on every topic it names, so two topics that
         only different texts mention are lacking too ("graph neural networks for weather
         forecasting", where one paper is on each). With `advice` (a request for reading
-        advice), also each field of two words or more it spells out, in the loose sense below.
-        With `loose`, every topic is judged in that sense: for texts the question's author or
-        track picked out, not nearness, which may write the topic's words apart.
+        advice), also each field of two words or more it spells out, and every topic is
+        judged in the loose sense below. With `loose`, every topic is judged in that sense:
+        for texts the question's author or track picked out, not nearness, which may write
+        the topic's words apart.
 
         The question must name the topic itself (its words, generic ones aside): a topic
         that is only near the question ("oriented object detection" for one on open-world
@@ -363,16 +364,16 @@ class Topics:
         # mentions "diffusion-based large language models".
         words = [self.text_stems(t) for t in texts]
         candidates = [i for i, _sim in self._near(query_vector, 10)]
-        # Reading advice describes a field in its own words: a field it spells out that is
-        # not near the question as a whole is lacking only where no text writes its words
-        # (in one text, however far apart).
+        # Reading advice describes a field in its own words ("aligning LLMs at inference
+        # time"): each topic it names or spells out in two words or more, near the question
+        # or not, is lacking only where no text writes its words (in one text, however far
+        # apart).
         apart: set[int] = set()
         if spelled:
             candidates += self._spelled(question, min_words=1)
         elif advice:
-            apart = set(self._spelled(question, min_words=2)) - set(candidates)
-            candidates += sorted(apart)
-        if loose:
+            candidates += sorted(set(self._spelled(question, min_words=2)) - set(candidates))
+        if loose or advice:
             apart = set(candidates)
         short = _short_words(question)
         said = [set(w) for w in words] if apart else []

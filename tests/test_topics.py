@@ -120,6 +120,14 @@ def test_reading_advice_lacks_a_field_it_spells_whose_words_no_close_paper_write
     asked = "I build tools for math reasoning, anything to read here?"
     assert topics.unmentioned(asked, q, maths, advice=True) is None
     assert topics.unmentioned(asked, q, parallel, advice=True) == "math reasoning"
+    # So is a topic the question is near: "LLM inference" of a paper that aligns large
+    # language models at inference, which the papers write apart; elsewhere words together.
+    topics, q = topics_near("llm inference")
+    asked = "what should I read on aligning LLMs at inference time?"
+    aad = ["Alignment of large language models. We align models directly at inference."]
+    assert topics.unmentioned(asked, q, aad, advice=True) is None
+    assert topics.unmentioned(asked, q, aad) == "llm inference"
+    assert topics.unmentioned(asked, q, parallel, advice=True) == "llm inference"
 
 
 def test_reading_advice_names_a_field_a_close_paper_writes() -> None:
