@@ -109,6 +109,7 @@ _ASKS = [
         re.compile(
             r"\b(?:should|could|would|must)\s+i\s+(?:read|start|look|cite)|\brecommend(?!er)|"
             r"\bwhere\s+(?:do|should)\s+i\s+start|\bi\s+(?:work|am working)\s+on\b|"
+            r"\bi\s+should\s+(?:read|start|look|cite)\b|"
             r"\bworth\s+reading|\bmust-?reads?\b|\banything\s+(?:relevant|useful|for\s+me)\b|"
             r"\brelevant\s+(?:to|for)\s+me\b|\b(?:relevant|useful)\s+(?:papers|reading)\W*$",
             re.I,
@@ -779,11 +780,17 @@ _MODEL_FAMILY = KIND_FAMILY["model"]
 _DEFINED = re.compile(r"((?:[\w-]+\s+){1,6})\(([^()]{2,60})\)")
 
 
-def _shaped(names: Iterable[str]) -> list[str]:
+def _shaped(names: Iterable[str], question: str) -> list[str]:
     """The names written as names: plain lowercase words in quotes may be the asker's own,
     set apart or recalled loosely ("a score that is 'quietly wrong'"), no sign that nothing
-    indexed is about the question."""
-    return [n for n in names if n != n.lower() or any(c.isdigit() for c in n)]
+    indexed is about the question. Nor is a short form the question spells out itself ("a
+    topological data analysis person ... TDA tools"): its words are the topic."""
+    return [
+        n
+        for n in names
+        if (n != n.lower() or any(c.isdigit() for c in n))
+        and not (is_acronym(n) and spells_out(question.lower(), n.removesuffix("s")))
+    ]
 
 
 def _particular(names: Iterable[str]) -> list[str]:
@@ -987,7 +994,9 @@ def self_description(question: str) -> set[str]:
 
 
 # "which papers use ...", "papers that study ...": the verb says what they do with the topic.
-_PAPERS_DO = re.compile(r"\b(?:(?:which|what)\s+papers?|papers?\s+(?:that|which))\s+([a-z]+)\b")
+_PAPERS_DO = re.compile(
+    r"\b(?:(?:which|what)\s+papers?|papers?\s+(?:that|which))\s+(?:(?:in\s+)?here\s+)?([a-z]+)\b"
+)
 
 
 # "in the protein folding paper, ...": one paper, described by its subject in a
@@ -1085,8 +1094,8 @@ def parse(
             unknown_author=author if author and not authors else "",
             unknown_track=track if track and not tracks else "",
             explicit=True,
-            unknown_name=vocab.unknown_name(_shaped(names)),
-            unseen_name=vocab.unseen_name(_shaped(names)),
+            unknown_name=vocab.unknown_name(_shaped(names, question)),
+            unseen_name=vocab.unseen_name(_shaped(names, question)),
         )
     named, firm = vocab.named_papers(question, quoted)
     spelled = vocab.spelled_in(question)  # papers named by the words their short names stand for
@@ -1141,6 +1150,6 @@ def parse(
         proper=tuple(w for w in q.proper if not set(tokens(w)) <= meta),
         # Checked once the names that are its filters are set aside: each is a scan of the
         # collection's text.
-        unknown_name=vocab.unknown_name(_shaped(names)),
-        unseen_name=vocab.unseen_name(_shaped(names)),
+        unknown_name=vocab.unknown_name(_shaped(names, question)),
+        unseen_name=vocab.unseen_name(_shaped(names, question)),
     )

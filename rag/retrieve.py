@@ -685,9 +685,17 @@ class Retriever:
         # How large a result is, of papers whose abstracts give no figure at all.
         if asked and q.figure and named and not any(states_figure(t) for t in written):
             return "a figure"
-        # A result whose figure none of them gives ("what error rate does X reach?").
-        if asked and q.measured and not any(states_value(t, q.measured) for t in written):
-            return " ".join(q.measured)
+        # A result whose figure none of them gives ("what error rate does X reach?"). A
+        # benchmark the result is on ("how much does X gain on UnlearnCanvas?") is no metric.
+        benchmarks = {
+            n
+            for p in about
+            for n in set(self._vocab.names_written(p.id, "benchmark"))
+            - set(self._vocab.names_written(p.id, "metric"))
+        }
+        measured = tuple(m for m in q.measured if m not in benchmarks)
+        if asked and measured and not any(states_value(t, measured) for t in written):
+            return " ".join(measured)
         return ""
 
     def _false_premise(self, q: Query, pid: str) -> tuple[str, bool]:

@@ -52,6 +52,7 @@ def vocab() -> Vocabulary:
         ("Why does TimeSAE use sparsity?", Asks.EXPLAIN),
         ("I study machine unlearning; which papers are worth reading?", Asks.RECOMMEND),
         ("our group builds touch sensors for robot hands. relevant papers?", Asks.RECOMMEND),
+        ("I build robot hands. Is there a benchmark I should look at?", Asks.RECOMMEND),
         ("Which papers are relevant to touch sensing?", Asks.PAPERS),
         ("Looking for the paper that sorts socks with a robot arm.", Asks.PAPERS),
         # Whether the collection holds such work: its papers answer, not a yes or a no.
@@ -156,6 +157,10 @@ def test_names_papers_and_unknown_names(vocab: Vocabulary) -> None:
     q = parse("What is TimeSAE?", vocab)
     assert q.named == ("p1",) and q.unknown_name == ""
     assert parse("Does any paper use AlphaFold?", vocab).unknown_name == "AlphaFold"
+    # A short form the question spells out itself is known by its words.
+    assert parse("Anything on TDA tools?", vocab).unknown_name == "TDA"
+    q = parse("I do topological data analysis; anything on TDA tools?", vocab)
+    assert q.unknown_name == q.unseen_name == ""
     # The field's common short forms name nothing in particular: no paper need write them.
     q = parse("As a PhD student on GANs, what should I read?", vocab)
     assert q.names == ("PhD", "GANs") and q.unknown_name == q.unseen_name == ""
