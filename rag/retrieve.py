@@ -687,13 +687,15 @@ class Retriever:
             return "a figure"
         # A result whose figure none of them gives ("what error rate does X reach?"). A
         # benchmark the result is on ("how much does X gain on UnlearnCanvas?") is no metric.
-        benchmarks = {
-            n
-            for p in about
-            for n in set(self._vocab.names_written(p.id, "benchmark"))
-            - set(self._vocab.names_written(p.id, "metric"))
-        }
-        measured = tuple(m for m in q.measured if m not in benchmarks)
+        measured = q.measured
+        if asked and measured:
+            benchmarks = {
+                n
+                for p in about
+                for n in set(self._vocab.names_written(p.id, "benchmark"))
+                - set(self._vocab.names_written(p.id, "metric"))
+            }
+            measured = tuple(m for m in measured if m not in benchmarks)
         if asked and measured and not any(states_value(t, measured) for t in written):
             return " ".join(measured)
         return ""
