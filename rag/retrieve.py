@@ -467,6 +467,13 @@ class Retriever:
             if pid in self.papers
         ]
         signals: dict[str, float] = {"named": float(len(named))}
+
+        def declined(reason: str, shown: list[Hit], **found: Any) -> Retrieval:
+            """The question turned away, with the papers to show and what was found."""
+            return Retrieval(
+                query, shown, True, reason, mode, authors, tracks, signals=signals, **found
+            )
+
         if (
             allowed is not None
             and (authors or tracks)
@@ -477,8 +484,7 @@ class Retriever:
             and (lacking := self._lacking_in(q, vector, allowed))
         ):
             whose = f"{', '.join(authors)}'s papers" if authors else "the track's papers"
-            reason = f"the question is about {lacking!r}; none of {whose} mention it"
-            return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
+            return declined(f"the question is about {lacking!r}; none of {whose} mention it", [])
         # The one paper the question is about: the one it names, or the one it names by a
         # name of its own among others it picks out by chance capitals ("ImageNet"), or the
         # one its description fits best ("the graph colouring paper").
@@ -507,18 +513,7 @@ class Retriever:
             how = "describes" if fits else "names"
             says = "says only that it does without" if denied else "never mentions"
             reason = f"the paper the question {how} {says} {premise!r}"
-            return Retrieval(
-                query,
-                hits,
-                True,
-                reason,
-                mode,
-                authors,
-                tracks,
-                signals=signals,
-                premise=premise,
-                denied=denied,
-            )
+            return declined(reason, hits, premise=premise, denied=denied)
         # What it says of a thing where the paper it is about says only the opposite ("why
         # do larger models do better?" of "smaller models outperform larger ones"). That
         # paper is the one it names or describes, or its authors' only one, else the closest.
@@ -537,18 +532,7 @@ class Retriever:
                 # That paper is the one the answer shows first.
                 hits.sort(key=lambda h: h.paper.id != about[0])
                 reason = f"the paper it is about says {contrary.written!r}, not {contrary.asked!r}"
-                return Retrieval(
-                    query,
-                    hits,
-                    True,
-                    reason,
-                    mode,
-                    authors,
-                    tracks,
-                    signals=signals,
-                    premise=contrary.asked,
-                    contrary=contrary.sentence,
-                )
+                return declined(reason, hits, premise=contrary.asked, contrary=contrary.sentence)
         # Papers picked out by their authors ("Smith et al.") are as surely the ones asked
         # about as papers named by their own names.
         known = named or (sorted(allowed) if authors and allowed is not None else [])
@@ -563,9 +547,7 @@ class Retriever:
                 if known
                 else "none of the closest abstracts states"
             )
-            return Retrieval(
-                query, hits, True, reason, mode, authors, tracks, signals=signals, unstated=unstated
-            )
+            return declined(reason, hits, unstated=unstated)
         # A paper that merely writes a capitalised word of the question ("English") may be
         # about something else: only a particular name exempts the question from the check.
         surely = [pid for pid in named if pid in q.surely_named]
@@ -573,9 +555,7 @@ class Retriever:
             decision = self._abstention_check(q, vector, dense, sparse, first_ids)
             signals |= decision.signals
             if decision.abstain:
-                return Retrieval(
-                    query, [], True, decision.reason, mode, authors, tracks, signals=signals
-                )
+                return declined(decision.reason, [])
         elif dense:  # named papers, filters and the plain legs are exempt
             signals["top_dense"] = round(dense[0][1], 4)
         if not hits:
@@ -584,7 +564,7 @@ class Retriever:
                 if mode == "bm25"
                 else "nothing indexed is about this question"
             )
-            return Retrieval(query, [], True, reason, mode, authors, tracks, signals=signals)
+            return declined(reason, [])
         total = 0
         phrases: list[str] = []
         if q.wants_all and topics and not named and mode == "hybrid":
