@@ -36,6 +36,7 @@ from rag.text import (
     is_acronym,
     looks_coined,
     mentions_name,
+    number_value,
     one_edit,
     phrase,
     plain_words,
@@ -264,6 +265,7 @@ class Query:
     counted: tuple[str, ...] = ()  # what a "how many" question counts ("robot arms")
     measured: tuple[str, ...] = ()  # the result "what X does ... reach" asks for ("error rate")
     which: str = ""  # the kind of thing "which K ..." asks the name of ("LLM", "benchmarks")
+    which_number: float | None = None  # how many of them it asks for ("which five games")
     figure: bool = False  # asks how large a result is ("by how much", "how many times")
     figures: tuple[Figure, ...] = ()  # figures it states ("why ... 90% accuracy ...?")
     within: frozenset[str] | None = None  # a follow-up: only these papers
@@ -907,36 +909,48 @@ def measured(question: str, own_names: Iterable[str] = ()) -> tuple[str, ...]:
 
 
 _WHICH = re.compile(
-    r"\b(?:which|what)(?:['’]s\s+the|\s+(?:are|were|is|was)\s+the)?\s+"
-    r"(?:names?\s+of\s+(?:the\s+)?)?",
+    r"(?:\b(?:which|what)(?:['’]s\s+the|\s+(?:are|were|is|was)\s+the)?|^\W*(?:list|name)"
+    r"(?:\s+all)?(?:\s+(?:of\s+)?the)?)\s+(?:names?\s+of\s+(?:the\s+)?)?",
     re.IGNORECASE,
 )
 
 
 def which(question: str) -> str:
     """The kind of thing a "which K" question asks the name of ("which LLM does X use?",
-    "what were the three corpora X was run on?"): a word of rag/words/kinds.txt after at
-    most three words that modify it, none of them filler (numbers aside) or a name ("what is
-    the X benchmark?" asks what X is)."""
+    "what were the three corpora X was run on?", "list the 12 games in X"): a word of
+    rag/words/kinds.txt after at most three words that modify it, none of them filler
+    (numbers aside) or a name ("what is the X benchmark?" asks what X is)."""
+    return _which(question)[0]
+
+
+def which_number(question: str) -> float | None:
+    """How many things a "which K" question asks the names of, where it says ("which five
+    games ..." -> 5): the number among the words that modify the kind."""
+    return _which(question)[1]
+
+
+def _which(question: str) -> tuple[str, float | None]:
     for m in _WHICH.finditer(question):
         after = WORD.findall(question[m.end() :])
         if after and fold(after[0]) in ("one", "ones"):
             # "tested on six LLMs - which ones?": the kind named before it.
             kinds = [w for w in WORD.findall(question[: m.start()]) if _is_kind(w)]
-            return kinds[-1] if kinds else ""
+            return (kinds[-1] if kinds else ""), None
         names = "name" in m.group().lower()
+        number: float | None = None
         for w in after[:4]:
             f = fold(w)
             # "the names of the two games it plays": things of any kind, asked by name.
             if _is_kind(w) or (names and w.islower() and f.endswith("s") and f not in FILLER):
-                return w
+                return w, number
+            number = number_value(f) if number is None else number
             # A name asks what it is ("what is the X benchmark?", "the Data Engine"); a short
             # form the field uses for a plain thing modifies the kind ("which RL algorithm").
             if (f in FILLER and f not in NUMBER_WORDS) or (
                 (looks_coined(w) or w[:1].isupper()) and f.removesuffix("s") not in GENERIC_ACRONYMS
             ):
                 break
-    return ""
+    return "", None
 
 
 def _label(words: list[str], names: list[bool], i: int) -> int | None:
@@ -1080,6 +1094,7 @@ def parse(
         counted=counted(question),
         measured=measured(question, vocab.names),
         which=which(question),
+        which_number=which_number(question),
         figure=bool(_HOW_MUCH.search(question)),
         figures=tuple(stated_figures(_without(question, names))),
         within=frozenset(within) if within is not None else None,

@@ -539,11 +539,22 @@ class Retriever:
         own = [pid for pid in named if pid in q.own_named] or known[len(named) :]
         if fits and not known:
             known = own = [fits]
+        # "Which five games ...?" is about the one close paper that writes five games.
+        if not known and q.which and q.which_number is not None:
+            tallied = [
+                h.paper.id
+                for h in hits
+                if states_count(f"{h.paper.title}. {h.paper.abstract}", (q.which,), q.which_number)
+            ]
+            if len(tallied) == 1:
+                known = own = tallied
         if mode == "hybrid" and (unstated := self._unstated(q, known, own, hits)):
             reason = f"the question asks for {unstated!r}, which " + (
                 "the abstracts of the papers it names do not state"
                 if named
                 else f"the abstracts of {', '.join(authors)}'s papers do not state"
+                if authors and known
+                else "the abstract of the paper it describes does not state"
                 if known
                 else "none of the closest abstracts states"
             )

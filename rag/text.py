@@ -286,18 +286,31 @@ _SHARE = re.compile(r"\d[\d.,]*(?:\s*-+\s*\d[\d.,]*)?\s*(?:\\?%|percent(?:age po
 COUNT_MODIFIERS = 2
 
 
-def states_count(text: str, counted: tuple[str, ...]) -> bool:
+def number_value(word: str) -> float | None:
+    """The number a folded word writes ("twelve", "12", "7,000"), if it names one."""
+    if _COUNT.fullmatch(word) and word[-1].isdigit():
+        try:
+            return float(word.replace(",", ""))
+        except ValueError:  # "1.2.3"
+            return None
+    return NUMBER_VALUES.get(word)
+
+
+def states_count(text: str, counted: tuple[str, ...], number: float | None = None) -> bool:
     """Whether `text` gives a number of what the words `counted` name: a number followed by
     all of them ("how many robot arms" -> "12 industrial robot arms", "twelve arms"; by
-    stem). "12 robot arms in all major labs" gives no number of robot labs."""
+    stem). "12 robot arms in all major labs" gives no number of robot labs. With `number`,
+    that number of them ("five games" for "which five games")."""
     # Compounds are read whole or apart, in the question as in the text ("expert-writer").
     want = {stem(p) for c in counted for w in tokens(c) for p in w.split("-") if p}
     parts = [p for t in tokens(_SHARE.sub(" ", text)) for p in t.split("-") if p]
     reach = len(want) + COUNT_MODIFIERS
     for i, part in enumerate(parts):
-        if (part in NUMBER_WORDS or _COUNT.fullmatch(part)) and want <= {
-            stem(p) for p in parts[i + 1 : i + 1 + reach]
-        }:
+        if (
+            (part in NUMBER_WORDS or _COUNT.fullmatch(part))
+            and (number is None or number_value(part) == number)
+            and want <= {stem(p) for p in parts[i + 1 : i + 1 + reach]}
+        ):
             return True
     return False
 

@@ -415,12 +415,22 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
         ("What is the ZorpRL algorithm?", ""),
         ("What is the Decomposed Data Engine in Zorp?", ""),  # a name, capitalised
         ("Which base LLM is Zorp built on?", "LLM"),
+        # A request to list them asks the same.
+        ("List the 12 video games in Zorp by title.", "games"),
+        ("Name all the benchmarks Zorp reports.", "benchmarks"),
+        ("List the papers on Zorp.", ""),
     ],
 )
 def test_which_kind_of_named_thing_a_question_asks_for(
     vocab: Vocabulary, question: str, kind: str
 ) -> None:
     assert parse(question, vocab).which == kind
+
+
+def test_how_many_of_a_kind_a_which_question_asks_for(vocab: Vocabulary) -> None:
+    assert parse("Which five games does Zorp play?", vocab).which_number == 5
+    assert parse("List the 12 video games in Zorp.", vocab).which_number == 12
+    assert parse("Which games does Zorp play?", vocab).which_number is None
 
 
 def test_the_names_an_abstract_writes_for_things_other_than_itself() -> None:

@@ -212,6 +212,12 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     r = retriever.retrieve("Did Shrey Shah beat Mistral models?")
     assert r.abstained and r.unstated == "Mistral"
     assert not retriever.retrieve("Did Shrey Shah beat Qwen3-8B?").abstained
+    # Unnamed, a question for that many of a kind is about the close paper that writes that
+    # many of them; one that writes none of their names cannot say which they are.
+    r = retriever.retrieve("Which five games did the exploitability comparison of PPO use?")
+    assert r.abstained and r.unstated == "which games" and "describes" in r.reason
+    r = retriever.retrieve("List the 12 video games in the Orak benchmark by title.")
+    assert r.abstained and r.unstated == "which games" and names(r)[0] == "Orak"
     # One that writes names (Qwen3) may say: the answer stage reads which.
     assert not retriever.retrieve("Which checkpoints does MoLoRA start from?").unstated
     # Not names it labels as another kind: "Diffusion Language Models (DLMs)" are models.

@@ -140,6 +140,10 @@ def test_a_count_stands_before_what_it_counts() -> None:
     assert not states_count("12 robot arms in all major labs", ("robot", "labs"))
     # A percentage is a share, not a count.
     assert not states_count("harm rises to 35% of answers in those languages", ("languages",))
+    # That many of them, in figures or words.
+    assert states_count("exact exploitability for five large games", ("games",), 5)
+    assert states_count("across 12 popular video games", ("games",), 12)
+    assert not states_count("across 12 popular video games", ("games",), 5)
 
 
 def test_a_result_is_stated_where_a_sentence_gives_its_figure() -> None:
