@@ -210,7 +210,13 @@ _WHAT_IS_RESULT = re.compile(
     re.IGNORECASE,
 )
 # "How many times larger" asks for a ratio, not a count.
-_HOW_MANY = re.compile(r"\bhow\s+many\s+(?!times\b)(.*)", re.IGNORECASE)
+# "What is the number of ..." asks it too; a description may speak of a number in passing.
+_ASKED_THE = r"(?:^\W*|\bwhat(?:['’]s|\s+(?:is|was|are|were))\s+)(?:the\s+)?(?:[a-z]+\s+)?"
+_HOW_MANY = re.compile(
+    rf"(?:\bhow\s+many|{_ASKED_THE}number\s+of)\s+(?!times\b)(.*)", re.IGNORECASE
+)
+# "What is the parameter count of X?" asks how many parameters X has.
+_COUNT_OF = re.compile(rf"{_ASKED_THE}([\w-]+)\s+counts?\b", re.IGNORECASE)
 # How large a result is: a figure, whatever it measures.
 _HOW_MUCH = re.compile(
     r"\bhow\s+(?:much|many\s+times|large|fast)\b|\bwhat\s+percentage\b", re.IGNORECASE
@@ -873,11 +879,16 @@ def _names_inside(question: str) -> set[str]:
 
 
 def counted(question: str) -> tuple[str, ...]:
-    """What a "how many" question counts: the words after "how many" up to the first filler
-    word, at most three, a noun phrase's length ("how many robot arms did ..." -> robot arms).
+    """What a "how many" question counts: the words after "how many" (or "number of") up to
+    the first filler word, at most three, a noun phrase's length ("how many robot arms did
+    ..." -> robot arms), or those before "count" ("the parameter count" -> parameter).
     What is counted is plural, so the first plural word ends the phrase ("how many rollouts
     went into it?" -> rollouts)."""
     m = _HOW_MANY.search(question)
+    if not m and (before := _COUNT_OF.search(question)):
+        # Counted things are many: "parameter count" counts parameters.
+        words = [w for w in tokens(before.group(1)) if w not in FILLER]
+        return tuple(w if w.endswith("s") else f"{w}s" for w in words)
     out: list[str] = []
     for w in tokens(m.group(1)) if m else []:
         if w in FILLER or len(out) == 3:

@@ -514,6 +514,14 @@ def test_what_a_how_many_question_counts(vocab: Vocabulary) -> None:
     # What is counted is plural: its first plural word ends the phrase.
     assert parse("How many rollouts went into it?", vocab).counted == ("rollouts",)
     assert parse("How many analysis passes ran?", vocab).counted == ("analysis", "passes")
+    # Asked as "the number of" or as a count.
+    assert parse("What is the maximum number of nodes it builds?", vocab).counted == ("nodes",)
+    assert parse("number of training runs in Zorp?", vocab).counted == ("training", "runs")
+    assert parse("What's the parameter count of Zorp?", vocab).counted == ("parameters",)
+    # Not a number a description speaks of in passing, nor the verb.
+    q = "a model that is consistent whatever number of steps you allow"
+    assert parse(q, vocab).counted == ()
+    assert parse("Do rare phrases count as creative?", vocab).counted == ()
 
 
 def test_follow_ups() -> None:

@@ -199,6 +199,9 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # would bring up attention, which it never says, a false premise first).
     r = retriever.retrieve("How many layers does TimeSAE's encoder have?")
     assert r.abstained and r.unstated == "the number of layers"
+    r = retriever.retrieve("What's the parameter count of UniAR's backbone?")
+    assert r.abstained and r.unstated == "the number of parameters"
+    assert not retriever.retrieve("What is the number of video games in Orak?").abstained
     # How large a result is, asked of a paper whose abstract gives no figure at all.
     r = retriever.retrieve("By how much does LEON raise the patients' outcomes?")
     assert r.abstained and r.unstated == "a figure" and names(r)[0] == "LEON"
