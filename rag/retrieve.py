@@ -41,6 +41,7 @@ from rag.text import (
     stem,
     stems,
     tokens,
+    unwritten_modality,
 )
 from rag.topics import Topics
 
@@ -533,6 +534,21 @@ class Retriever:
                 hits.sort(key=lambda h: h.paper.id != about[0])
                 reason = f"the paper it is about says {contrary.written!r}, not {contrary.asked!r}"
                 return declined(reason, hits, premise=contrary.asked, contrary=contrary.sentence)
+        # The kind of data it asks about ("watermarking speech"): close papers that never
+        # write a word for it work on other data. Of the paper it is about, a false premise,
+        # but as for topics, not where it is compared or asked yes or no.
+        premised = q.asks in (Asks.EXPLAIN, Asks.DETAIL, Asks.TOPIC)
+        if mode == "hybrid" and self.index.settings.search.topic_check and hits:
+            on = subject if subject and premised else [h.paper.id for h in hits]
+            texts = [f"{self.papers[p].title} {self.papers[p].abstract}" for p in on]
+            if data := unwritten_modality(" ".join(q.topical), texts):
+                if subject and premised:
+                    hits.sort(key=lambda h: h.paper.id != subject[0])
+                    reason = f"the paper the question is about never mentions {data!r}"
+                    return declined(reason, hits, premise=data)
+                return declined(
+                    f"the question is about {data!r}; none of the closest papers mention it", []
+                )
         # Papers picked out by their authors ("Smith et al.") are as surely the ones asked
         # about as papers named by their own names.
         known = named or (sorted(allowed) if authors and allowed is not None else [])

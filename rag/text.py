@@ -404,6 +404,34 @@ class Contradiction:
     sentence: str  # the text's sentence that says so
 
 
+# word -> the kind of data (a line of rag/words/modalities.txt) it names
+_MODALITY = {w: n for n, line in enumerate(_data_lines("modalities")) for w in line.split()}
+
+
+def modality_words(text: str) -> dict[int, str]:
+    """The kinds of data `text` writes a word of (rag/words/modalities.txt), each with the
+    first such word as written there: hyphenated words are read whole and apart
+    ("audio-language"), plurals as singulars."""
+    out: dict[int, str] = {}
+    for token in tokens(text):
+        for word in dict.fromkeys([token, *token.split("-")]):
+            kind = _MODALITY.get(word, _MODALITY.get(word.removesuffix("s")))
+            if kind is not None:
+                out.setdefault(kind, word)
+    return out
+
+
+def unwritten_modality(asked: str, texts: Iterable[str]) -> str:
+    """A word for the kind of data `asked` is about ("speech") where none of `texts` writes
+    a word for any kind of data it names, else "": "audio or images" is answered by a
+    paper on either."""
+    wanted = modality_words(asked)
+    if not wanted:
+        return ""
+    written = set().union(*(modality_words(t) for t in texts))
+    return "" if written & set(wanted) else next(iter(wanted.values()))
+
+
 def contradicted(text: str, asked: str) -> Contradiction | None:
     """What the question `asked` says of a thing ("larger ... models") where `text` says
     only the opposite of it ("smaller models"); a sentence that writes the question's word

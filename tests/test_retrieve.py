@@ -237,6 +237,18 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     assert r.abstained and r.unstated == "GPUs" and r.mode == "filtered"
 
 
+def test_a_kind_of_data_no_close_paper_works_on_is_not_covered(
+    real_retriever: Retriever,
+) -> None:
+    # The collection watermarks images and text, not speech.
+    r = real_retriever.retrieve("Has anyone here worked on watermarking AI-generated speech?")
+    assert r.abstained and "'speech'" in r.reason and not r.hits
+    assert not real_retriever.retrieve("Which papers watermark AI-generated images?").abstained
+    # Of the paper the question names, a false premise: that paper is shown first.
+    r = real_retriever.retrieve("How does Motion-R1 take speech audio as its input?")
+    assert r.abstained and r.premise == "speech" and names(r)[0] == "Motion-R1"
+
+
 def test_a_topic_the_named_paper_never_says_is_a_false_premise(
     real_retriever: Retriever,
 ) -> None:

@@ -12,6 +12,7 @@ from rag.text import (
     fold,
     looks_coined,
     mentions_name,
+    modality_words,
     one_edit,
     split_sentences,
     stated_figures,
@@ -22,6 +23,7 @@ from rag.text import (
     stem,
     stems,
     tokens,
+    unwritten_modality,
     without_glosses,
 )
 
@@ -295,3 +297,17 @@ def test_a_claim_the_text_makes_only_the_other_way_round() -> None:
     assert c is not None and (c.asked, c.written) == ("beat", "fail to outperform")
     assert contradicted(runs, "Why do CFR-based approaches fail to beat PPO?") is None
     assert contradicted(runs + " Ours outperforms them.", "Why does CFR beat PPO?") is None
+
+
+def test_the_kind_of_data_a_question_asks_about() -> None:
+    # Words of one kind of data, whole or inside a hyphenated word, plural or not.
+    assert modality_words("jailbreaks of audio-language models") == {0: "audio"}
+    assert set(modality_words("Speech and images")) == {0, 1}
+    # Not words with a second sense: sound proofs, speakers of a language.
+    assert modality_words("a sound proof for speakers of Hausa") == {}
+    image_paper = "We watermark generated images in pixel space."
+    assert unwritten_modality("watermarking speech", [image_paper]) == "speech"
+    assert unwritten_modality("watermarking photos", [image_paper]) == ""
+    # Either kind it names will do; naming none asks of no kind.
+    assert unwritten_modality("watermarking audio or images", [image_paper]) == ""
+    assert unwritten_modality("watermarking", [image_paper]) == ""
