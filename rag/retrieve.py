@@ -536,10 +536,11 @@ class Retriever:
                 return declined(reason, hits, premise=contrary.asked, contrary=contrary.sentence)
         # The kind of data it asks about ("watermarking speech"): close papers that never
         # write a word for it work on other data. Of the paper it is about, a false premise,
-        # but as for topics, not where it is compared or asked yes or no.
+        # but as for topics, not where it is compared or asked yes or no, nor where another
+        # paper it names writes it (the one it is about is then less sure).
         premised = q.asks in (Asks.EXPLAIN, Asks.DETAIL, Asks.TOPIC)
         if mode == "hybrid" and self.index.settings.search.topic_check and hits:
-            on = subject if subject and premised else [h.paper.id for h in hits]
+            on = (named or subject) if subject and premised else [h.paper.id for h in hits]
             texts = [f"{self.papers[p].title} {self.papers[p].abstract}" for p in on]
             if data := unwritten_modality(" ".join(q.topical), texts):
                 if subject and premised:
