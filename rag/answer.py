@@ -387,6 +387,14 @@ class Answerer:
                 + f"{result.premise}, so nothing indexed says it does that. It is listed first "
                 "below, with the papers closest to the question.",
             )
+        elif result.abstained and result.unstated and result.about and result.hits:
+            self._abstain(
+                answer,
+                result.reason,
+                f"The abstract of {result.hits[0].paper.display_name} doesn't state this "
+                f"({result.unstated}); it would be in the full paper, if anywhere. It is "
+                "listed first below, with the papers closest to the question.",
+            )
         elif result.abstained and result.unstated:
             self._abstain(
                 answer,

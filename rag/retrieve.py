@@ -28,6 +28,7 @@ from rag.query import Asks, Query, Vocabulary, parse
 from rag.text import (
     CONTRIBUTION_VERBS,
     GENERIC_WORDS,
+    STOPWORDS,
     contains,
     contradicted,
     denied_only,
@@ -77,6 +78,7 @@ class Retrieval:
     total: int = 0  # papers that match when the question wants all of them (0: not counted)
     topics: list[str] = field(default_factory=list)  # the topics those papers mention
     unstated: str = ""  # what it asks for that the papers it is about do not state
+    about: str = ""  # the one paper it is about, where retrieval is sure (listed first)
     premise: str = ""  # a topic it asks of the paper it names, which that paper never says
     denied: bool = False  # the paper says the premise only to deny it ("without fine-tuning")
     contrary: str = ""  # the paper's sentence that says the opposite of the premise
@@ -542,7 +544,10 @@ class Retriever:
         if mode == "hybrid" and self.index.settings.search.topic_check and hits:
             on = (named or subject) if subject and premised else [h.paper.id for h in hits]
             texts = [f"{self.papers[p].title} {self.papers[p].abstract}" for p in on]
-            if data := unwritten_modality(" ".join(q.topical), texts):
+            # Its topical words and function words ("or" among them): either side of an "or"
+            # may be what those papers are on.
+            asked = " ".join(w for w in q.words if w in q.topical or w in STOPWORDS)
+            if data := unwritten_modality(asked, texts):
                 if subject and premised:
                     hits.sort(key=lambda h: h.paper.id != subject[0])
                     reason = f"the paper the question is about never mentions {data!r}"
@@ -575,6 +580,9 @@ class Retriever:
                 if known
                 else "none of the closest abstracts states"
             )
+            if len(known) == 1 and any(h.paper.id == known[0] for h in hits):
+                hits.sort(key=lambda h: h.paper.id != known[0])
+                return declined(reason, hits, unstated=unstated, about=known[0])
             return declined(reason, hits, unstated=unstated)
         # A paper that merely writes a capitalised word of the question ("English") may be
         # about something else: only a particular name exempts the question from the check.

@@ -375,21 +375,26 @@ OPPOSITE_REACH = 2
 
 
 def _qualified(
-    text: str, reach: int | None = OPPOSITE_REACH
+    text: str, reach: int | None = OPPOSITE_REACH, claims: bool = False
 ) -> dict[tuple[str, str], tuple[str, str]]:
     """(modifier, stem of a word it qualifies) -> (the two as written, their sentence), for
     each word of rag/words/opposites.txt and the content words right after it; with `reach`
-    None, every later word of its sentence up to an opposite one."""
+    None, every later word of its sentence up to an opposite one. With `claims`, only where
+    a result word follows them in the sentence: what they are said to do ("larger models
+    outperform"), not merely what is tried ("through larger models")."""
     out: dict[tuple[str, str], tuple[str, str]] = {}
+    results = _result_words()
     for sentence in split_sentences(text):
         words = WORD.findall(fold(sentence))
         for i, word in enumerate(words):
             if word not in _OPPOSITES:
                 continue
-            for after in words[i + 1 : None if reach is None else i + 1 + reach]:
+            for j, after in enumerate(words[i + 1 : None if reach is None else i + 1 + reach]):
                 if after in _OPPOSITES[word]:
                     break  # what follows is qualified by the opposite ("higher X ... lower Y")
                 if after in _OPPOSITES or after in STOPWORDS:
+                    continue
+                if claims and not any(stem(w) in results for w in words[i + j + 2 :]):
                     continue
                 out.setdefault((word, stem(after)), (f"{word} {after}", sentence))
     return out
@@ -421,13 +426,23 @@ def modality_words(text: str) -> dict[int, str]:
     return out
 
 
+_SHARED_OR = re.compile(rf"\bor\s+(?=[\w-]+\s+(?:{'|'.join(sorted(STOPWORDS))})\b)", re.IGNORECASE)
+
+
 def unwritten_modality(asked: str, texts: Iterable[str]) -> str:
     """A word for the kind of data `asked` is about ("speech") where none of `texts` writes
     a word for any kind of data it names, else "": "audio or images" is answered by a
-    paper on either."""
-    wanted = modality_words(asked)
-    if not wanted:
+    paper on either, and "GNNs or SAEs" by one on SAEs, whatever data."""
+    # "attacks or defenses for audio models": one word after "or", then a function word,
+    # shares the rest of the phrase with the word before the "or".
+    joined = _SHARED_OR.sub(" ", asked)
+    sides = [modality_words(side) for side in alternatives(joined)]
+    if not all(sides):
         return ""
+    wanted: dict[int, str] = {}
+    for side in sides:
+        for kind, word in side.items():
+            wanted.setdefault(kind, word)
     written = set().union(*(modality_words(t) for t in texts))
     return "" if written & set(wanted) else next(iter(wanted.values()))
 
@@ -438,12 +453,17 @@ def contradicted(text: str, asked: str) -> Contradiction | None:
     anywhere before the thing says it too. Or a result the question asserts ("X beats Y")
     that `text` states only denied ("X fails to outperform Y")."""
     said, anywhere = _qualified(text), _qualified(text, None)
+    # A claim of the question ("larger models do better") is weighed against the text's
+    # claims: a text that only tries larger models says nothing of how they fare.
+    claimed = _qualified(asked, claims=True)
+    said_claims, claims_anywhere = _qualified(text, claims=True), _qualified(text, None, True)
     for (word, head), (written, _) in _qualified(asked).items():
-        if (word, head) in anywhere:
+        claim = (word, head) in claimed
+        if (word, head) in (claims_anywhere if claim else anywhere):
             continue
         for opposite in sorted(_OPPOSITES[word]):
-            if (opposite, head) in said:
-                instead, sentence = said[(opposite, head)]
+            if (opposite, head) in (said_claims if claim else said):
+                instead, sentence = (said_claims if claim else said)[(opposite, head)]
                 return Contradiction(written, instead, sentence)
     denied_in_text, denied_in_question = _denials(text), _denials(asked, reach=len(asked))
     result_words, text_stems = _result_words(), set(stems(text))

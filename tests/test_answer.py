@@ -252,10 +252,16 @@ def test_a_track_no_track_is_called_is_answered_with_the_areas_there_are(
 def test_full_text_details_are_not_invented(seed_readonly: Settings) -> None:
     a, backend = answerer(seed_readonly, "It used 8 A100 GPUs [1].")
     answer = a.ask("What GPUs was TimeSAE trained on?")
-    assert answer.abstained and backend.prompts == [] and "full papers" in answer.text
+    assert answer.abstained and backend.prompts == []
+    # Of the paper it names, which is listed first.
+    assert answer.text.startswith("The abstract of TimeSAE doesn't state this (GPUs)")
+    assert "full paper" in answer.text and answer.sources[0].paper.display_name == "TimeSAE"
+    # Of no paper in particular, the closest abstracts.
+    unnamed = a.ask("What GPUs were the sparse autoencoders for time series trained on?")
+    assert unnamed.abstained and "full paper" in unnamed.text
     why = a.ask("Why do sparse autoencoder features differ from one random seed to the next?")
     # A "why" question naming a detail goes to the model; its reply is then checked as any is.
-    assert backend.prompts and "full papers" not in why.text and why.reason != answer.reason
+    assert backend.prompts and "full paper" not in why.text and why.reason != answer.reason
 
 
 def test_a_false_premise_about_a_named_paper_is_not_answered(seed_readonly: Settings) -> None:

@@ -219,6 +219,7 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # many of them; one that writes none of their names cannot say which they are.
     r = retriever.retrieve("Which five games did the exploitability comparison of PPO use?")
     assert r.abstained and r.unstated == "which games" and "describes" in r.reason
+    assert r.about == r.hits[0].paper.id
     r = retriever.retrieve("List the 12 video games in the Orak benchmark by title.")
     assert r.abstained and r.unstated == "which games" and names(r)[0] == "Orak"
     # One that writes names (Qwen3) may say: the answer stage reads which.

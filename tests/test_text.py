@@ -297,6 +297,17 @@ def test_a_claim_the_text_makes_only_the_other_way_round() -> None:
     assert c is not None and (c.asked, c.written) == ("beat", "fail to outperform")
     assert contradicted(runs, "Why do CFR-based approaches fail to beat PPO?") is None
     assert contradicted(runs + " Ours outperforms them.", "Why does CFR beat PPO?") is None
+    # A claim of how a thing fares is weighed against the text's claims, not against a
+    # sentence that only tries it.
+    tried = (
+        "We study compute, through larger rephrasing models and beam search. "
+        "We find that smaller models outperform larger ones."
+    )
+    c = contradicted(tried, "Why do larger rephrasing models give better watermarks?")
+    assert c is not None and c.written == "smaller models" and c.sentence.startswith("We find")
+    assert contradicted(tried, "How do larger rephrasing models change the trade-off?") is None
+    both = tried + " Larger models also outperform on books."
+    assert contradicted(both, "Why do larger models give better watermarks?") is None
 
 
 def test_the_kind_of_data_a_question_asks_about() -> None:
@@ -310,4 +321,8 @@ def test_the_kind_of_data_a_question_asks_about() -> None:
     assert unwritten_modality("watermarking photos", [image_paper]) == ""
     # Either kind it names will do; naming none asks of no kind.
     assert unwritten_modality("watermarking audio or images", [image_paper]) == ""
+    assert unwritten_modality("watermarking speech or voice", [image_paper]) == "speech"
+    assert unwritten_modality("graph networks or watermarking", [image_paper]) == ""
+    # One word after "or", then a function word, shares the rest of the phrase.
+    assert unwritten_modality("attacks or defenses for speech models", [image_paper]) == "speech"
     assert unwritten_modality("watermarking", [image_paper]) == ""
