@@ -694,8 +694,12 @@ class Vocabulary:
                 own.update(tokens(m.group(1)))
             elif fold(words[-1]) in own:  # "ZRP (Zero-order Routing Policy)"
                 own.update(tokens(inside))
-            elif " " not in inside and (len(words) == 1 or words[-1].islower()):
-                own.add(fold(inside))  # a short form of plain words: "chain-of-thought (CoT)"
+            elif " " not in inside and (
+                len(words) == 1 or words[-1].islower() or re.fullmatch(r"[A-Z]{2,}s", inside)
+            ):
+                # A short form of plain words ("chain-of-thought (CoT)"), or a plural one, of
+                # a class of things ("Diffusion Language Models (DLMs)").
+                own.add(fold(inside))
         out = []
         labels: dict[str, set[int]] = {}  # a name's kinds, wherever the abstract labels it
         # Those of the sentences an unlabelled name is in: the kinds they write that label
@@ -949,8 +953,12 @@ def _which(question: str) -> tuple[str, float | None]:
             return (kinds[-1] if kinds else ""), None
         names = "name" in m.group().lower()
         number: float | None = None
-        for w in after[:4]:
+        for i, w in enumerate(after[:4]):
             f = fold(w)
+            # A kind before another modifies it: "which language model backbone" asks for a
+            # backbone.
+            if _is_kind(w) and i + 1 < min(len(after), 4) and _is_kind(after[i + 1]):
+                continue
             # "the names of the two games it plays": things of any kind, asked by name.
             if _is_kind(w) or (names and w.islower() and f.endswith("s") and f not in FILLER):
                 return w, number

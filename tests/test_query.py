@@ -415,6 +415,9 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
         ("What is the ZorpRL algorithm?", ""),
         ("What is the Decomposed Data Engine in Zorp?", ""),  # a name, capitalised
         ("Which base LLM is Zorp built on?", "LLM"),
+        # A kind before another modifies it.
+        ("Which language model backbone is Zorp built on?", "backbone"),
+        ("Which LLM benchmarks does Zorp report?", "benchmarks"),
         # A request to list them asks the same.
         ("List the 12 video games in Zorp by title.", "games"),
         ("Name all the benchmarks Zorp reports.", "benchmarks"),
@@ -463,6 +466,13 @@ def test_the_names_an_abstract_writes_for_things_other_than_itself() -> None:
     assert vocab.names_written("z2") == ["Qwen3-8B", "FooBench", "English", "Klingon"]
     # Asked for one kind of thing, a name the abstract labels as another kind is no answer.
     assert vocab.names_written("z2", "LLM") == ["Qwen3-8B", "English", "Klingon"]
+    # A plural short form names a class of things, not one of them.
+    classes = Paper(
+        "z9",
+        "Diffusion Language Models (DLMs) are fast; so diffusion language DLMs help.",
+        title="Q",
+    )
+    assert Vocabulary.build([classes]).names_written("z9") == []
     # A name carrying a parameter count is a model's, not a benchmark's.
     assert vocab.names_written("z2", "benchmarks") == ["FooBench", "English", "Klingon"]
     eponym = Paper(
