@@ -165,6 +165,8 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     # A detail only full papers give, which the named paper's abstract does not mention.
     r = retriever.retrieve("What batch size was TimeSAE trained with?")
     assert r.abstained and r.unstated == "batch size" and names(r)[0] == "TimeSAE"
+    r = retriever.retrieve("Which LoRA rank do MoLoRA's adapters use?")
+    assert r.abstained and r.unstated == "LoRA rank"
     # A name neither the named paper nor the papers found with it contain.
     r = retriever.retrieve("What score does UniAR report on the ZorbEval benchmark?")
     assert r.abstained and r.unstated == "ZorbEval" and "UniAR" in names(r)
