@@ -387,6 +387,14 @@ class Answerer:
                 + f"{result.premise}, so nothing indexed says it does that. It is listed first "
                 "below, with the papers closest to the question.",
             )
+        elif result.abstained and result.data and result.hits:
+            self._abstain(
+                answer,
+                result.reason,
+                f"None of the papers closest to the question works on {result.data}: no "
+                "abstract among them writes a word for it. They are listed below, in case "
+                "what they do for other data helps.",
+            )
         elif result.abstained and result.unstated and result.about and result.hits:
             self._abstain(
                 answer,

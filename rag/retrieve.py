@@ -79,6 +79,7 @@ class Retrieval:
     topics: list[str] = field(default_factory=list)  # the topics those papers mention
     unstated: str = ""  # what it asks for that the papers it is about do not state
     about: str = ""  # the one paper it is about, where retrieval is sure (listed first)
+    data: str = ""  # the kind of data it asks about that none of the closest papers writes
     premise: str = ""  # a topic it asks of the paper it names, which that paper never says
     denied: bool = False  # the paper says the premise only to deny it ("without fine-tuning")
     contrary: str = ""  # the paper's sentence that says the opposite of the premise
@@ -552,9 +553,9 @@ class Retriever:
                     hits.sort(key=lambda h: h.paper.id != subject[0])
                     reason = f"the paper the question is about never mentions {data!r}"
                     return declined(reason, hits, premise=data)
-                return declined(
-                    f"the question is about {data!r}; none of the closest papers mention it", []
-                )
+                # Shown: a method they apply to other data may still serve the asker.
+                reason = f"the question is about {data!r}; none of the closest papers mention it"
+                return declined(reason, hits, data=data)
         # Papers picked out by their authors ("Smith et al.") are as surely the ones asked
         # about as papers named by their own names.
         known = named or (sorted(allowed) if authors and allowed is not None else [])

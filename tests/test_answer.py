@@ -264,6 +264,14 @@ def test_full_text_details_are_not_invented(seed_readonly: Settings) -> None:
     assert backend.prompts and "full paper" not in why.text and why.reason != answer.reason
 
 
+def test_a_kind_of_data_no_close_paper_works_on_is_said_so(seed_readonly: Settings) -> None:
+    a, backend = answerer(seed_readonly, "Speech is watermarked [1].")
+    answer = a.ask("Has anyone here worked on watermarking AI-generated speech?")
+    assert answer.abstained and backend.prompts == []
+    assert answer.text.startswith("None of the papers closest to the question works on speech")
+    assert answer.sources and "watermark" in answer.sources[0].paper.abstract.lower()
+
+
 def test_a_false_premise_about_a_named_paper_is_not_answered(seed_readonly: Settings) -> None:
     a, backend = answerer(seed_readonly, "TimeSAE removes watermarks [1].")
     answer = a.ask("How does TimeSAE handle image watermarking?")
