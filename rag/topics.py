@@ -32,6 +32,7 @@ from rag.text import (
     all_words,
     alternatives,
     fold,
+    modality_words,
     one_edit,
     plain_words,
     stem,
@@ -94,6 +95,10 @@ class Topics:
         generic = {w for w, n in share.items() if n >= GENERIC_SHARE * len(phrases)}
         self._generic = generic
         self._needed = [tuple(w for w in _stems(p) if w not in generic) for p in phrases]
+        # Data of a kind is that kind: a paper on "tabular benchmarks" is on "tabular data".
+        for i, p in enumerate(phrases):
+            if len(self._needed[i]) > 1 and modality_words(p):
+                self._needed[i] = tuple(w for w in self._needed[i] if w != "data")
         at = {p: i for i, p in enumerate(phrases)}
         for name, shorter in _usual_names().items():
             if name in at and shorter in at:

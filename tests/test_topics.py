@@ -353,6 +353,15 @@ def test_unwritable_cache_still_answers(tmp_path: Path) -> None:
     assert topics.vectors.shape == (len(PHRASES), len(PHRASES))
 
 
+def test_data_of_a_kind_is_written_by_writing_the_kind() -> None:
+    topics, q = topics_near("tabular data")
+    arb = ["Trees made differentiable reach the state of the art on tabular benchmarks."]
+    assert topics.field_written("I work on ML for tabular data, anything?", q, arb) == (
+        "tabular data"
+    )
+    assert topics.unmentioned("tabular data", q, [TEXT_WATERMARKING]) == "tabular data"
+
+
 def test_a_usual_name_is_mentioned_by_its_shorter_topic_but_a_kind_is_not() -> None:
     # "machine unlearning" is the usual name of unlearning (rag/topic_names.txt, from the
     # corpora); "LLM watermarking" is one kind of watermarking among others.
