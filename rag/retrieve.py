@@ -43,6 +43,7 @@ from rag.text import (
     stems,
     tokens,
     unwritten_modality,
+    without_glosses,
 )
 from rag.topics import Topics
 
@@ -542,20 +543,21 @@ class Retriever:
         # but as for topics, not where it is compared or asked yes or no, nor where another
         # paper it names writes it (the one it is about is then less sure).
         premised = q.asks in (Asks.EXPLAIN, Asks.DETAIL, Asks.TOPIC)
+        data = ""
         if mode == "hybrid" and self.index.settings.search.topic_check and hits:
             on = (named or subject) if subject and premised else [h.paper.id for h in hits]
             texts = [f"{self.papers[p].title} {self.papers[p].abstract}" for p in on]
             # Its topical words and function words ("or" among them): either side of an "or"
-            # may be what those papers are on.
-            asked = " ".join(w for w in q.words if w in q.topical or w in STOPWORDS)
-            if data := unwritten_modality(asked, texts):
-                if subject and premised:
-                    hits.sort(key=lambda h: h.paper.id != subject[0])
-                    reason = f"the paper the question is about never mentions {data!r}"
-                    return declined(reason, hits, premise=data)
-                # Shown: a method they apply to other data may still serve the asker.
-                reason = f"the question is about {data!r}; none of the closest papers mention it"
-                return declined(reason, hits, data=data)
+            # may be what those papers are on. Not its glosses: "SAEs (e.g. on weather data)"
+            # asks for SAEs, the instances being the asker's own.
+            asked = " ".join(
+                w for w in tokens(without_glosses(q.text)) if w in q.topical or w in STOPWORDS
+            )
+            data = unwritten_modality(asked, texts)
+            if data and subject and premised:
+                hits.sort(key=lambda h: h.paper.id != subject[0])
+                reason = f"the paper the question is about never mentions {data!r}"
+                return declined(reason, hits, premise=data)
         # Papers picked out by their authors ("Smith et al.") are as surely the ones asked
         # about as papers named by their own names.
         known = named or (sorted(allowed) if authors and allowed is not None else [])
@@ -595,6 +597,11 @@ class Retriever:
                 return declined(decision.reason, [])
         elif dense:  # named papers, filters and the plain legs are exempt
             signals["top_dense"] = round(dense[0][1], 4)
+        # After that check: a topic or a name no paper has is the surer reason. The papers
+        # are shown, as what they do for other data may still serve the asker.
+        if data:
+            reason = f"the question is about {data!r}; none of the closest papers mention it"
+            return declined(reason, hits, data=data)
         if not hits:
             reason = (
                 "no indexed paper shares a term with the question"

@@ -126,17 +126,20 @@ def test_without_a_calibration_the_tools_say_so_and_fall_back(
     assert "no abstention calibration" in policy.warning and "evals.calibrate" in policy.warning
     assert "\n" not in policy.warning
 
-    # Only evidence that reads no cosine: a name no paper contains, a topic spelled out.
-    far = retriever.retrieve("weather forecasting with deep learning")
+    # Only evidence that reads no cosine: a name no paper contains, a topic spelled out, a
+    # kind of data no close paper writes.
+    far = retriever.retrieve("crop yield forecasting with deep learning")
     assert not far.abstained and far.signals["calibrated"] == 0.0
     assert "relevance" not in far.signals
+    weather = retriever.retrieve("weather forecasting with deep learning")
+    assert weather.abstained and weather.data == "weather"
     named = retriever.retrieve("How does AlphaFold predict protein structures?")
     assert named.abstained and "'AlphaFold'" in named.reason
     spelled = retriever.retrieve("Which papers study trajectory prediction for autonomous driving?")
     assert spelled.abstained and "autonomous driving" in spelled.reason
 
     env = {"RAG_HOME": str(fake_seed_copy.home), **FAKE_ENV}
-    done = call_cli("rag.search", "weather forecasting with deep learning", env=env)
+    done = call_cli("rag.search", "crop yield forecasting with deep learning", env=env)
     assert done.returncode == 0 and done.stdout.startswith("[1]")
     assert done.stderr.startswith("warning: no abstention calibration for the embedding model")
     assert done.stderr.count("\n") == 1
