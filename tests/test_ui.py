@@ -268,6 +268,13 @@ def test_examples_get_model_written_answers_and_the_page_stays_local(
         page.locator("#question textarea").wait_for(timeout=60_000)
         for i, example in enumerate(EXAMPLES, start=1):
             page.get_by_text(example).first.click()
+            # The example reaches the box through the server: ask once it is there, as a
+            # user who sees it does (asking sooner races the load and asks nothing).
+            page.wait_for_function(
+                "q => document.querySelector('#question textarea').value === q",
+                arg=example,
+                timeout=30_000,
+            )
             page.locator("#ask").click()
             # The byline ("— Written by ...") closes each finished answer.
             page.wait_for_function(
