@@ -433,8 +433,8 @@ def unwritten_modality(asked: str, texts: Iterable[str]) -> str:
     """A word for the kind of data `asked` is about ("speech") where none of `texts` writes
     a word for any kind of data it names, else "": "audio or images" is answered by a
     paper on either, and "GNNs or SAEs" by one on SAEs, whatever data."""
-    # "attacks or defenses for audio models": one word after "or", then a function word,
-    # shares the rest of the phrase with the word before the "or".
+    # One word after "or", then a function word, shares the rest of the phrase with the
+    # word before the "or" ("detection or removal of X": X for both).
     joined = _SHARED_OR.sub(" ", asked)
     sides = [modality_words(side) for side in alternatives(joined)]
     if not all(sides):

@@ -266,7 +266,7 @@ def test_full_text_details_are_not_invented(seed_readonly: Settings) -> None:
 
 def test_a_kind_of_data_no_close_paper_works_on_is_said_so(seed_readonly: Settings) -> None:
     a, backend = answerer(seed_readonly, "Speech is watermarked [1].")
-    answer = a.ask("Has anyone here worked on watermarking AI-generated speech?")
+    answer = a.ask("Is there work on watermarking synthetic speech?")
     assert answer.abstained and backend.prompts == []
     assert answer.text.startswith("None of the papers closest to the question works on speech")
     assert answer.sources and "watermark" in answer.sources[0].paper.abstract.lower()
@@ -283,7 +283,7 @@ def test_a_false_premise_about_a_named_paper_is_not_answered(seed_readonly: Sett
     assert answer.abstained and backend.prompts == []
     assert answer.text.startswith("The abstract of SteerMoE says it works without fine-tuning")
     # Nor one it states the other way round: its own sentence says so.
-    answer = a.ask("Why did Rudolph et al. conclude that CFR-based approaches clearly beat PPO?")
+    answer = a.ask("Why do Rudolph et al. find that CFR-based methods beat PPO?")
     assert answer.abstained and backend.prompts == []
     assert answer.text.startswith("The question assumes 'beat', but the abstract of Rudolph")
     assert "fail to outperform generic policy gradient methods.\u201d" in answer.text

@@ -52,7 +52,7 @@ def vocab() -> Vocabulary:
         ("Why does TimeSAE use sparsity?", Asks.EXPLAIN),
         ("I study machine unlearning; which papers are worth reading?", Asks.RECOMMEND),
         ("our group builds touch sensors for robot hands. relevant papers?", Asks.RECOMMEND),
-        ("I build robot hands. Is there a benchmark I should look at?", Asks.RECOMMEND),
+        ("I study grasping. Any benchmark I should look at?", Asks.RECOMMEND),
         ("Which papers are relevant to touch sensing?", Asks.PAPERS),
         ("Looking for the paper that sorts socks with a robot arm.", Asks.PAPERS),
         # Whether the collection holds such work: its papers answer, not a yes or a no.
@@ -419,7 +419,7 @@ def test_full_text_details_and_why_questions(vocab: Vocabulary) -> None:
         ("Which language model backbone is Zorp built on?", "backbone"),
         ("Which LLM benchmarks does Zorp report?", "benchmarks"),
         # A request to list them asks the same.
-        ("List the 12 video games in Zorp by title.", "games"),
+        ("List the 12 games Zorp ships with.", "games"),
         ("Name all the benchmarks Zorp reports.", "benchmarks"),
         ("List the papers on Zorp.", ""),
     ],
@@ -525,7 +525,7 @@ def test_what_a_how_many_question_counts(vocab: Vocabulary) -> None:
     assert parse("How many rollouts went into it?", vocab).counted == ("rollouts",)
     assert parse("How many analysis passes ran?", vocab).counted == ("analysis", "passes")
     # Asked as "the number of" or as a count.
-    assert parse("What is the maximum number of nodes it builds?", vocab).counted == ("nodes",)
+    assert parse("What is the largest number of nodes it builds?", vocab).counted == ("nodes",)
     assert parse("number of training runs in Zorp?", vocab).counted == ("training", "runs")
     assert parse("What's the parameter count of Zorp?", vocab).counted == ("parameters",)
     # Not a number a description speaks of in passing, nor the verb.

@@ -139,7 +139,7 @@ def test_a_topic_a_close_paper_writes_word_for_word_is_answered(
     assert not r.abstained and r.signals.get("topic_written") == 1.0
     assert {"SAEmnesia", "DRAGON"} <= set(names(r)[:3])
     # "in here" frames the question as "which papers" does: "tackle" is no topic word.
-    r = real_retriever.retrieve("What papers in here tackle machine unlearning?")
+    r = real_retriever.retrieve("Which papers in here tackle unlearning?")
     assert not r.abstained and {"SAEmnesia", "DRAGON"} <= set(names(r)[:3])
     # Generic words are no part of the run ("uses distillation" is written as "distillation").
     r = real_retriever.retrieve("is there anything that uses distillation?")
@@ -195,13 +195,13 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     assert r.abstained and r.unstated == "SSIM"
     assert not retriever.retrieve("What speedup does FAST-DIPS report?").abstained
     # A benchmark the abstract labels as one is where the result is, not what it measures.
-    q = "By how much does SAEmnesia beat the previous state of the art on UnlearnCanvas?"
+    q = "How much better than prior work is SAEmnesia on UnlearnCanvas?"
     assert not retriever.retrieve(q).abstained
     # A count the named paper's abstract does not give (of a part it need not name: "heads"
     # would bring up attention, which it never says, a false premise first).
     r = retriever.retrieve("How many layers does TimeSAE's encoder have?")
     assert r.abstained and r.unstated == "the number of layers"
-    r = retriever.retrieve("What's the parameter count of UniAR's backbone?")
+    r = retriever.retrieve("What was the parameter count UniAR trained at?")
     assert r.abstained and r.unstated == "the number of parameters"
     assert not retriever.retrieve("What is the number of video games in Orak?").abstained
     # How large a result is, asked of a paper whose abstract gives no figure at all.
@@ -222,7 +222,7 @@ def test_what_the_named_papers_do_not_state_is_not_answered(retriever: Retriever
     r = retriever.retrieve("Which five games did the exploitability comparison of PPO use?")
     assert r.abstained and r.unstated == "which games" and "describes" in r.reason
     assert r.about == r.hits[0].paper.id
-    r = retriever.retrieve("List the 12 video games in the Orak benchmark by title.")
+    r = retriever.retrieve("List the 12 games that Orak covers, by name.")
     assert r.abstained and r.unstated == "which games" and names(r)[0] == "Orak"
     # One that writes names (Qwen3) may say: the answer stage reads which.
     assert not retriever.retrieve("Which checkpoints does MoLoRA start from?").unstated
@@ -244,7 +244,7 @@ def test_a_kind_of_data_no_close_paper_works_on_is_not_covered(
     real_retriever: Retriever,
 ) -> None:
     # The collection watermarks images and text, not speech.
-    r = real_retriever.retrieve("Has anyone here worked on watermarking AI-generated speech?")
+    r = real_retriever.retrieve("Is there work on watermarking synthetic speech?")
     assert r.abstained and "'speech'" in r.reason and r.data == "speech"
     assert "watermark" in r.hits[0].paper.abstract.lower()  # shown: it may still serve
     assert not real_retriever.retrieve("Which papers watermark AI-generated images?").abstained
@@ -296,9 +296,7 @@ def test_a_topic_the_named_paper_never_says_is_a_false_premise(
     assert not real_retriever.retrieve("How does FS-DFM get by with eight steps?").abstained
     # A claim the paper it is about makes only the other way round, whether it names the
     # paper, picks it out by its authors or describes it.
-    r = real_retriever.retrieve(
-        "Why did Rudolph et al. conclude that CFR-based approaches clearly beat PPO?"
-    )
+    r = real_retriever.retrieve("Why do Rudolph et al. find that CFR-based methods beat PPO?")
     assert r.abstained and r.premise == "beat" and "fail to outperform" in r.contrary
     assert names(r)[0].startswith("Rudolph")
     r = real_retriever.retrieve(

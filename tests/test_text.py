@@ -324,5 +324,5 @@ def test_the_kind_of_data_a_question_asks_about() -> None:
     assert unwritten_modality("watermarking speech or voice", [image_paper]) == "speech"
     assert unwritten_modality("graph networks or watermarking", [image_paper]) == ""
     # One word after "or", then a function word, shares the rest of the phrase.
-    assert unwritten_modality("attacks or defenses for speech models", [image_paper]) == "speech"
+    assert unwritten_modality("detection or removal of speech clones", [image_paper]) == "speech"
     assert unwritten_modality("watermarking", [image_paper]) == ""

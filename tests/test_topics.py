@@ -123,7 +123,7 @@ def test_reading_advice_lacks_a_field_it_spells_whose_words_no_close_paper_write
     # So is a topic the question is near: "LLM inference" of a paper that aligns large
     # language models at inference, which the papers write apart; elsewhere words together.
     topics, q = topics_near("llm inference")
-    asked = "what should I read on aligning LLMs at inference time?"
+    asked = "what to read on aligning LLMs at inference time?"
     aad = ["Alignment of large language models. We align models directly at inference."]
     assert topics.unmentioned(asked, q, aad, advice=True) is None
     assert topics.unmentioned(asked, q, aad) == "llm inference"
@@ -356,7 +356,7 @@ def test_unwritable_cache_still_answers(tmp_path: Path) -> None:
 def test_data_of_a_kind_is_written_by_writing_the_kind() -> None:
     topics, q = topics_near("tabular data")
     arb = ["Trees made differentiable reach the state of the art on tabular benchmarks."]
-    assert topics.field_written("I work on ML for tabular data, anything?", q, arb) == (
+    assert topics.field_written("Reading list on deep nets for tabular data?", q, arb) == (
         "tabular data"
     )
     assert topics.unmentioned("tabular data", q, [TEXT_WATERMARKING]) == "tabular data"
