@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -14,11 +15,12 @@ from rag.settings import EmbedSettings, Settings, UISettings
 from ui.app import launch
 
 from .conftest import ARTIFACTS, CHROMIUM, FAKE_EMBED, chromium, free_port, gzip_bomb
+from .fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.slow  # a real Gradio server, driven over HTTP and in Chromium
 
 
-def _page(seed: Path, folder: Path, embed: EmbedSettings) -> tuple[str, Any]:
+def _page(seed: Path, folder: Path, embed: EmbedSettings, **llm: Any) -> tuple[str, Any]:
     import shutil
 
     home = folder / "home"
@@ -29,7 +31,7 @@ def _page(seed: Path, folder: Path, embed: EmbedSettings) -> tuple[str, Any]:
         embed=embed,
         ui=UISettings(port=port, concurrency=2, max_queue=8, max_upload_mb=1),
     )
-    settings.llm = settings.llm.model_copy(update={"backend": "extractive"})
+    settings.llm = settings.llm.model_copy(update={"backend": "extractive", **llm})
     return f"http://127.0.0.1:{port}/", launch(settings, block=False)
 
 
@@ -216,6 +218,197 @@ def test_page_in_a_real_browser(real_page_url: str) -> None:
         page.screenshot(path=str(ARTIFACTS / "chat.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "chat.png").stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def slow_page_url(fake_seed_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The page answering through an endpoint that streams its answers slowly (about 2 s
+    each), so a second question can be sent while the first is still being answered."""
+    with FakeOpenAI("slow", token_delay=0.1) as fake:
+        url, app = _page(
+            fake_seed_home,
+            tmp_path_factory.mktemp("ui-slow"),
+            FAKE_EMBED,
+            backend="openai",
+            base_url=fake.url,
+            retries=0,
+        )
+        yield url
+        app.close()
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed")
+def test_a_question_sent_during_an_answer_waits_and_is_answered(slow_page_url: str) -> None:
+    import time
+
+    from playwright.sync_api import sync_playwright
+
+    questions = ["What is FS-DFM?", "What is SOTAlign?"]
+    with sync_playwright() as p:
+        browser = chromium(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.goto(slow_page_url, wait_until="load")
+        box = page.locator("#question textarea")
+        box.wait_for(timeout=60_000)
+        box.fill(questions[0])
+        box.press("Enter")
+        first = time.monotonic()
+        # Typed once the first has left the box for the chat, as a user sees it go.
+        page.wait_for_function(
+            "q => document.querySelector('#chat').innerText.includes(q)",
+            arg=questions[0],
+            timeout=10_000,
+        )
+        box.fill(questions[1])
+        page.locator("#ask").click()
+        second = time.monotonic() - first
+        chat = page.locator("#chat")
+        # Shown in the chat as waiting while the first is answered...
+        page.get_by_text("Waiting: answered once the question above is").wait_for(timeout=20_000)
+        assert chat.locator("a[href='#src-1']").count() == 0  # the first is not answered yet
+        # ... then answered: each answer cites its paper as [1].
+        page.wait_for_function(
+            "document.querySelectorAll('#chat a[href=\"#src-1\"]').length === 2",
+            timeout=120_000,
+        )
+        page.wait_for_function(
+            "!document.querySelector('#chat').innerText.includes('Waiting')", timeout=10_000
+        )
+        text = chat.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "queued-question.png"), full_page=True)
+        sources = page.locator("#sources").inner_text()
+        browser.close()
+    assert second < 1.5, second
+    assert text.count(questions[0]) == 1 and text.count(questions[1]) == 1, text
+    assert text.index(questions[0]) < text.index(questions[1]), text
+    assert "▌" not in text and "⚠️" not in text, text
+    assert "[1] SOTAlign" in sources  # the cards are the latest answer's
+
+
+# Two of the seed papers as ICML's own listing gives them (title, venue, page), added to the
+# fast seed index: the same abstracts, so each merges with its seed record.
+LINKED = {
+    "TimeSAE": {
+        "id": "icml2026-66052",
+        "venue": "ICML 2026",
+        "title": "TimeSAE: Sparse Decoding for Faithful Explanations of Black-Box Time Series "
+        "Models",
+        "url": "https://icml.cc/virtual/2026/poster/66052",
+    },
+    "SAEmnesia": {
+        "id": "icml2026-64245",
+        "venue": "ICML 2026",
+        "title": "SAEmnesia: Erasing Concepts in Diffusion Models with Supervised Sparse "
+        "Autoencoders",
+        "openreview": "https://openreview.net/forum?id=Pa6EoOViOq",
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def linked_page_url(
+    fake_seed_home: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    import shutil
+
+    from rag.index import PaperIndex
+
+    home = tmp_path_factory.mktemp("linked") / "home"
+    shutil.copytree(fake_seed_home, home)
+    settings = Settings(home=home, embed=FAKE_EMBED)
+    index = PaperIndex(settings)
+    seed = {p.display_name: p for p in index.papers()}
+    listing = home.parent / "icml.jsonl"
+    rows = [
+        {**row, "authors": list(seed[name].authors), "abstract": seed[name].abstract}
+        for name, row in LINKED.items()
+    ]
+    listing.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    summary = index.ingest([listing], progress=False)
+    assert summary.total_papers == 60, summary  # merged with the seed records
+    url, app = _page(home, tmp_path_factory.mktemp("ui-linked"), FAKE_EMBED)
+    yield url
+    app.close()
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed")
+def test_source_cards_link_to_papers_and_references_copy(linked_page_url: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = chromium(p)
+        # The clipboard granted, as a user's click grants it; the test reads it back.
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 1000},
+            permissions=["clipboard-read", "clipboard-write"],
+        )
+        page = context.new_page()
+        page.goto(linked_page_url, wait_until="load")
+        box = page.locator("#question textarea")
+        box.wait_for(timeout=60_000)
+        copy = page.locator("#copy-refs")
+        assert copy.is_disabled()  # nothing cited yet
+        box.fill("Which papers use sparse autoencoders?")
+        page.locator("#ask").click()
+        page.locator("#chat a[href='#src-1']").first.wait_for(timeout=60_000)
+        page.wait_for_function("!document.querySelector('#copy-refs').disabled", timeout=10_000)
+
+        # The cards of the papers whose listing has a page link to it, in a new tab.
+        links = page.locator("#sources a.paper-link")
+        hrefs = {links.nth(i).get_attribute("href"): links.nth(i) for i in range(links.count())}
+        assert set(hrefs) == {LINKED["TimeSAE"]["url"], LINKED["SAEmnesia"]["openreview"]}
+        for link in hrefs.values():
+            assert link.get_attribute("target") == "_blank"
+            assert "noopener" in (link.get_attribute("rel") or "").split()
+
+        copy.click()
+        status = page.locator("#copy-status")
+        page.wait_for_function(
+            "document.querySelector('#copy-status').innerText.includes('Copied')",
+            timeout=10_000,
+        )
+        references = page.locator("#references textarea")
+        text = references.input_value()
+        clipboard = page.evaluate("navigator.clipboard.readText()")
+        assert clipboard == text, (clipboard, text)
+        page.locator("#sources details:has(a.paper-link) summary").first.click()
+        page.screenshot(path=str(ARTIFACTS / "copy-references.png"), full_page=True)
+        shown = status.inner_text()
+
+        page.locator("#copy-bibtex").click()
+        page.wait_for_function(
+            "document.querySelector('#references textarea').value.startsWith('@')",
+            timeout=10_000,
+        )
+        bib = references.input_value()
+        assert page.evaluate("navigator.clipboard.readText()") == bib
+
+        # A browser that refuses the clipboard: the box's text is selected for Ctrl+C.
+        page.evaluate(
+            "() => { navigator.clipboard.writeText = () => Promise.reject(new Error('no')); }"
+        )
+        copy.click()
+        page.wait_for_function(
+            "document.querySelector('#copy-status').innerText.includes('Ctrl+C')",
+            timeout=10_000,
+        )
+        selected = page.evaluate(
+            "(() => { const t = document.querySelector('#references textarea');"
+            " return t.value.slice(t.selectionStart, t.selectionEnd); })()"
+        )
+        assert selected == text
+        browser.close()
+    lines = text.split("\n\n")[0].splitlines()  # the list, before any note on names
+    assert all(re.match(r"\[\d+\] ", line) for line in lines), text
+    timesae = next(line for line in lines if "TimeSAE" in line)
+    assert timesae.endswith(
+        "TimeSAE: Sparse Decoding for Faithful Explanations of Black-Box Time Series Models. "
+        "ICML 2026. https://icml.cc/virtual/2026/poster/66052"
+    ), timesae
+    assert "Copied" in shown
+    assert "@inproceedings{oublal2026timesae," in bib and "  year = {2026}," in bib
+    assert "url = {https://openreview.net/forum?id=Pa6EoOViOq}" in bib
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,6 @@ from typing import Any
 import gradio as gr
 
 from rag.answer import Answer, clean_text
-from rag.chat import Conversation
 from rag.corpus import (
     DEFAULT_MAX_ABSTRACT_CHARS,
     DEFAULT_MAX_FILE_BYTES,
@@ -29,8 +29,10 @@ from rag.corpus import (
 )
 from rag.engine import Engine
 from rag.index import IndexError_, IngestSummary
+from rag.references import bibtex, cited, plain, web_url
 from rag.settings import Settings  # sets GRADIO_ANALYTICS_ENABLED=False before gradio loads
 from rag.text import split_sentences
+from ui.turns import ChatSession, Turn
 
 EXAMPLES = [
     "Which papers use sparse autoencoders?",
@@ -53,6 +55,8 @@ CSS = """
 .source-card summary { cursor: pointer; font-weight: 600; }
 .source-card mark { background: #fff3a3; }
 .source-meta { color: #555; font-size: 0.9em; }
+.source-meta a { white-space: nowrap; }
+#references textarea { font-family: var(--font-mono); font-size: 0.9em; line-height: 1.5; }
 .abstained { color: #7a4b00; }
 """
 # Clicking a citation [n] in an answer opens and shows source card n.
@@ -66,6 +70,22 @@ document.addEventListener('click', function (event) {
   if (card) { card.open = true; card.scrollIntoView({behavior: 'smooth', block: 'center'}); }
 }, true);
 </script>
+"""
+# "Copy references": the clipboard where the browser allows it (a secure context, a recent
+# click), else the user copies from the box the text is also shown in.
+COPY_JS = """
+async (text, status) => {
+  if (!text) return status;
+  try {
+    await navigator.clipboard.writeText(text);
+    return '✓ Copied to the clipboard; the text is also below.';
+  } catch (err) {
+    const box = document.querySelector('#references textarea');
+    if (box) { box.focus(); box.select(); }
+    return 'The browser did not allow the clipboard: the text below is selected, ' +
+      'press Ctrl+C (⌘C) to copy it.';
+  }
+}
 """
 
 
@@ -228,6 +248,11 @@ def sources_html(answer: Answer | None) -> str:
         p = src.paper
         abstract = _highlight(p.abstract, support.get(src.n, []))
         track = f" · {_html(p.track)}" if p.track else ""
+        if url := web_url(p):  # the listing's page for the paper, outside this one
+            track += (
+                f" · <a class='paper-link' href='{html.escape(url, quote=True)}'"
+                " target='_blank' rel='noopener noreferrer'>paper page ↗</a>"
+            )
         title = (
             f"<div class='source-meta'>{_html(p.title)}</div>"
             if p.title and (p.title != p.display_name)
@@ -284,7 +309,10 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
         startup_error = ""
 
     with gr.Blocks(title="Ask the papers") as app:
-        conversation = gr.State(None)
+        # Gradio copies the empty session for each page session when first used. Not a
+        # function: Gradio calls one from a load event that can replace the session a quick
+        # first question has already joined.
+        session = gr.State(ChatSession())
         last_answer = gr.State(None)
         gr.Markdown(
             "## Ask the papers\nAnswers cite the indexed abstracts; click [n] to see "
@@ -304,8 +332,27 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                         )
                         send = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
                     gr.Examples(EXAMPLES, inputs=question, label="Try")
-                    clear = gr.Button("New conversation", size="sm")
+                    with gr.Row():
+                        clear = gr.Button("New conversation", size="sm")
+                        copy_plain = gr.Button(
+                            "Copy references", size="sm", interactive=False, elem_id="copy-refs"
+                        )
+                        copy_bib = gr.Button(
+                            "Copy BibTeX", size="sm", interactive=False, elem_id="copy-bibtex"
+                        )
+                    copy_status = gr.Markdown(elem_id="copy-status")
+                    references = gr.Textbox(
+                        label="References",
+                        lines=4,
+                        max_lines=14,
+                        visible=False,
+                        buttons=["copy"],
+                        elem_id="references",
+                    )
                     sources = gr.HTML(sources_html(None), elem_id="sources")
+                    # The API's one-call ask (`/ask`: gradio_client, evals); the page's own
+                    # Ask queues the question first, then answers, as two steps.
+                    ask_api = gr.Button(visible=False)
                 with gr.Tab("Papers"):
                     browse_status = gr.Markdown(elem_id="papers-status")
                     browse_filter = gr.Textbox(
@@ -341,26 +388,28 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
                 status = gr.Markdown(service.backend_status(settings.llm.backend))
                 counter = gr.Markdown(f"**{count}** papers indexed")
 
-        def respond(
-            message: str,
-            history: list[dict[str, Any]],
-            conv: Conversation,
-            track_value: str,
-            author_value: str,
-            backend_value: str,
-        ) -> Iterator[tuple[Any, ...]]:
-            message = (message or "").strip()
-            conv = conv if conv is not None else Conversation()
-            if not message:
-                yield history, conv, gr.skip(), gr.skip(), ""
+        def answer_turns(chat: ChatSession) -> Iterator[tuple[list[dict[str, Any]], Any]]:
+            """Answer the session's waiting questions in the order asked, yielding the chat
+            and, as each finishes, its answer. Only one caller answers a session's questions
+            (another returns at once: the one answering takes its question too)."""
+            if not chat.start():
                 return
-            history = [
-                *history,
-                {"role": "user", "content": message},
-                {"role": "assistant", "content": "…"},
-            ]
-            yield history, conv, gr.skip(), gr.skip(), ""
-            engine = service.engine_for(backend_value)
+            turn: Turn | None = None
+            try:
+                while (turn := chat.next()) is not None:
+                    yield from answer_turn(chat, turn)
+            except BaseException:  # the page closed mid-answer, or a bug: free the queue
+                chat.stop()
+                if turn is not None and not turn.answered:
+                    chat.done(turn, None)
+                raise
+
+        def answer_turn(
+            chat: ChatSession, turn: Turn
+        ) -> Iterator[tuple[list[dict[str, Any]], Any]]:
+            yield chat.render(), None  # its "waiting" mark becomes "…"
+            conv = chat.conversation
+            engine = service.engine_for(turn.backend)
             streamed: list[str] = []
             done = threading.Event()
             result: dict[str, Any] = {}
@@ -368,10 +417,10 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
             def work() -> None:
                 try:
                     result["answer"] = engine.ask(
-                        message,
+                        turn.question,
                         conv,
-                        track=None if track_value in (None, "", ALL_TRACKS) else track_value,
-                        author=author_value.strip() or None,
+                        track=turn.track,
+                        author=turn.author,
                         on_token=streamed.append,
                     )
                 except Exception as err:  # shown in the chat, never a dead page
@@ -384,35 +433,174 @@ def build_app(settings: Settings | None = None, service: ChatService | None = No
             while not done.wait(0.15):
                 if len(streamed) != shown:
                     shown = len(streamed)
-                    history[-1]["content"] = _md("".join(streamed)) + " ▌"
-                    yield history, conv, gr.skip(), gr.skip(), ""
+                    chat.show(turn, _md("".join(streamed)) + " ▌")
+                    yield chat.render(), None
             if "error" in result:
                 error = result["error"]
                 if isinstance(error, IndexError_):  # e.g. the Chroma server is down
                     text = f"⚠️ The index is unavailable, try again shortly: {_md(str(error))}"
                 else:
                     text = f"⚠️ Something went wrong: {_md(str(error))}"
-                history[-1]["content"] = text
-                yield history, conv, gr.skip(), gr.skip(), ""
+                chat.show(turn, text)
+                chat.done(turn, None)
+                yield chat.render(), None
                 return
             answer = result["answer"]
             text = answer_markdown(answer)
             standalone = conv.turns[-1].standalone
-            if standalone != message:
+            if standalone != turn.question:
                 text = f"*(searched: {_md(standalone)})*\n\n" + text
-            history[-1]["content"] = text
-            yield history, conv, answer, sources_html(answer), ""
+            chat.show(turn, text)
+            chat.done(turn, answer)
+            # After "New conversation" the answer is not the latest one on the page.
+            yield chat.render(), answer if chat.current(turn) else None
 
-        inputs = [question, chatbot, conversation, track, author, backend]
-        outputs = [chatbot, conversation, last_answer, sources, question]
-        send.click(respond, inputs, outputs, api_name="ask")
-        question.submit(respond, inputs, outputs, api_visibility="private")
-        clear.click(
-            lambda: ([], None, None, sources_html(None)),
-            None,
-            [chatbot, conversation, last_answer, sources],
+        def ask(
+            chat: ChatSession,
+            message: str,
+            history: list[dict[str, Any]] | None,
+            track_value: str,
+            author_value: str,
+            backend_value: str,
+        ) -> Turn:
+            return chat.ask(
+                message,
+                track=None if track_value in (None, "", ALL_TRACKS) else track_value,
+                author=(author_value or "").strip() or None,
+                backend=backend_value,
+                history=history,
+            )
+
+        def enqueue(
+            message: str,
+            history: list[dict[str, Any]],
+            chat: ChatSession,
+            track_value: str,
+            author_value: str,
+            backend_value: str,
+        ) -> tuple[Any, str]:
+            """The page's Ask: the question joins the chat at once, waiting if another is
+            being answered; `answer_waiting` then answers it."""
+            message = (message or "").strip()
+            if not message:
+                return gr.skip(), gr.skip()
+            ask(chat, message, history, track_value, author_value, backend_value)
+            return chat.render(), ""
+
+        def answer_waiting(chat: ChatSession) -> Iterator[tuple[Any, ...]]:
+            unchanged = (gr.skip(),) * 7
+            answered = False
+            for history, answer in answer_turns(chat):
+                answered = True
+                if answer is None:
+                    yield history, *unchanged[1:]
+                else:  # the copy buttons now give this answer's papers; earlier ones go
+                    can_copy = bool(cited(answer))
+                    yield (
+                        history,
+                        answer,
+                        sources_html(answer),
+                        gr.update(interactive=can_copy),
+                        gr.update(interactive=can_copy),
+                        gr.update(visible=False, value=""),
+                        "",
+                    )
+            if not answered:  # nothing waited: a generator that yields nothing empties outputs
+                yield unchanged
+
+        def respond(
+            message: str,
+            history: list[dict[str, Any]],
+            chat: ChatSession,
+            track_value: str,
+            author_value: str,
+            backend_value: str,
+        ) -> Iterator[tuple[Any, ...]]:
+            """One question asked and answered in one call (the `/ask` API)."""
+            message = (message or "").strip()
+            if not message:
+                yield history, gr.skip(), gr.skip(), ""
+                return
+            turn = ask(chat, message, history, track_value, author_value, backend_value)
+            yield chat.render(until=turn), gr.skip(), gr.skip(), ""
+            while not turn.answered:
+                for _ in answer_turns(chat):
+                    yield chat.render(until=turn), gr.skip(), gr.skip(), gr.skip()
+                if not turn.answered:  # another call of this session is answering it
+                    time.sleep(0.15)
+            answer = turn.answer
+            if answer is None or not chat.current(turn):
+                yield chat.render(until=turn), gr.skip(), gr.skip(), ""
+            else:
+                yield chat.render(until=turn), answer, sources_html(answer), ""
+
+        asked = [question, chatbot, session, track, author, backend]
+        # Ask and Enter never drop a question: each joins the queue at once, outside the
+        # page's limit on questions answered at once; the answering after it runs one at a
+        # time per session, and again after the running one if asked meanwhile.
+        gr.on(
+            [send.click, question.submit],
+            enqueue,
+            asked,
+            [chatbot, question],
+            trigger_mode="multiple",
+            concurrency_limit=None,
+            show_progress="hidden",
+            api_visibility="private",
+        ).then(
+            answer_waiting,
+            session,
+            [chatbot, last_answer, sources, copy_plain, copy_bib, references, copy_status],
+            trigger_mode="always_last",
+            concurrency_id="answers",
             api_visibility="private",
         )
+        # One limit for the page's answers and the API's (settings.ui.concurrency).
+        ask_api.click(
+            respond,
+            asked,
+            [chatbot, last_answer, sources, question],
+            api_name="ask",
+            concurrency_id="answers",
+        )
+
+        def new_conversation(chat: ChatSession) -> tuple[Any, ...]:
+            chat.reset()
+            off = gr.update(interactive=False)
+            return [], None, sources_html(None), gr.update(visible=False, value=""), "", off, off
+
+        clear.click(
+            new_conversation,
+            session,
+            [chatbot, last_answer, sources, references, copy_status, copy_plain, copy_bib],
+            api_visibility="private",
+        )
+
+        def show_references(answer: Answer | None, kind: str) -> tuple[Any, str]:
+            """The latest answer's cited papers, as a reference list or BibTeX, in the box."""
+            sources = cited(answer)
+            if not sources:
+                return gr.update(visible=False, value=""), "The latest answer cites no papers."
+            papers = [s.paper for s in sources]
+            if kind == "bibtex":
+                text, label = bibtex(papers), "References (BibTeX)"
+            else:
+                text, label = plain(papers, [s.n for s in sources]), "References"
+            return gr.update(visible=True, value=text, label=label), ""
+
+        for button, kind in ((copy_plain, "plain"), (copy_bib, "bibtex")):
+            button.click(
+                lambda answer, kind=kind: show_references(answer, kind),
+                last_answer,
+                [references, copy_status],
+                api_visibility="private",
+            ).then(
+                None,
+                [references, copy_status],
+                copy_status,
+                js=COPY_JS,
+                api_visibility="private",
+            )
         backend.change(service.backend_status, backend, status, api_visibility="private")
 
         def browse(text: str, track_value: str) -> tuple[list[list[str]], str]:
