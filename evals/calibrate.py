@@ -1,16 +1,19 @@
-"""Fit the abstention model (rag.abstain) for the embedding model in use.
+"""Fit every model the question side reads, and say how well each does on questions it did
+not see.
 
-    python -m evals.calibrate [--scale seed|icml] [--questions evals/questions.jsonl]
-                              [--out PATH] [--signals FILE]
+    python -m evals.calibrate [--scales seed,icml] [--out-dir rag/calibration] [--report FILE]
 
-Runs the development questions through retrieval with abstention recorded but not applied,
-fits the model on the signals of the questions that reach the test (topical questions that
-name no paper and have no author or track filter), picks the threshold that abstains on as
-many no-answer questions as possible while wrongly abstaining on at most 2% of the answerable
-ones, and writes the calibration file (default: RAG_HOME/calibration/<model key>.json, where
-`rag.ask`, `rag.search` and the chat page look first). Leave-one-out cross-validation,
-refitting everything but the held-out question's own signals each time, gives the
-out-of-sample figures printed beside the in-sample ones.
+1. The intent classifier (rag.intent) on the development questions' hand-given intents:
+   rag/calibration/intent.json. It does not depend on the embedding model.
+2. The relevance model (rag.relevance) for the embedding model in use (RAG_EMBED_MODEL):
+   each development question is run through retrieval at each scale (`seed`: the 60 papers
+   of corpus/; `icml`: those mixed into ../shared/corpora/icml2026_main.jsonl), its evidence
+   kept with its gold papers; then everything is fitted, thresholds included, and written to
+   rag/calibration/<model key>.relevance.json.
+
+Leave-one-set-out cross-validation (each question set predicted by models fitted without it)
+gives the figures printed: what a question set written after the fit would see. The held-out
+set (evals/data/heldout_icml.jsonl) is never read here.
 """
 
 from __future__ import annotations
@@ -20,180 +23,248 @@ import datetime
 import hashlib
 import json
 import math
+import pickle
 import sys
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from evals.retrieval import QUESTIONS, build, load_questions
-from rag import abstain
-from rag.abstain import Abstention, Calibration, Signals
+from evals.retrieval import DATA, HELD_OUT, build, gold_for, load_questions
+from rag import intent
 from rag.embed import model_identity
+from rag.intent import IntentModel
+from rag.relevance import (
+    PACKAGE_DIR,
+    Predictions,
+    RelevanceModel,
+    Sample,
+    TopicSample,
+    out_of_fold,
+)
 from rag.retrieve import Retriever
-from rag.settings import PROJECT_ROOT, Settings
+from rag.settings import PROJECT_ROOT
+from rag.text import terms
 
-# Written after the abstention rules were set, to measure them: fitting on them would make
-# their figures in-sample.
-HELD_OUT = ("questions_heldout.jsonl", "questions_fresh.jsonl")
-
-Sample = tuple[Signals, bool]
+K = 5
 
 
-def collect(retriever: Retriever, questions: list[dict[str, Any]]) -> list[tuple[str, Sample]]:
-    """(question id, (signals, answerable)) of each question that reaches the test."""
-    policy = Abstention(None, retriever.index.model_key, recording=True)
-    retriever.abstention = policy
-    out = []
+def fit_intent(questions: list[dict[str, Any]]) -> tuple[IntentModel, dict[str, Any]]:
+    """The intent classifier, and its leave-one-set-out accuracy."""
+    texts = [q["question"] for q in questions]
+    labels = [q["intent"] for q in questions]
+    groups = [q["split"] for q in questions]
+    right = 0
+    for group in sorted(set(groups)):
+        inside = [i for i, g in enumerate(groups) if g != group]
+        fitted = IntentModel.fit([texts[i] for i in inside], [labels[i] for i in inside])
+        right += sum(
+            fitted.predict(texts[i]).value == labels[i] for i, g in enumerate(groups) if g == group
+        )
+    metrics = {"leave_one_set_out_accuracy": round(right / len(questions), 4)}
+    info = {"fitted_on": _source(questions), "metrics": metrics, **_stamp()}
+    return IntentModel.fit(texts, labels, info), metrics
+
+
+def collect(
+    retriever: Retriever, questions: list[dict[str, Any]], scale: str
+) -> tuple[list[Sample], list[TopicSample], list[dict[str, Any]]]:
+    """Each question's evidence at this scale, with its gold; the author's and track's
+    questions' words for the topic cut; and the questions kept, in the samples' order."""
+    papers = list(retriever.papers.values())
+    samples, topics, kept = [], [], []
+    bm25 = retriever._bm25
+    passages = len(bm25.corpus) if bm25 is not None else 0
     for q in questions:
-        policy.recorded.clear()
-        retriever.retrieve(q["question"], k=5)
-        if policy.recorded:
-            out.append((q["id"], (policy.recorded[-1], bool(q["answerable"]))))
+        written_for = q.get("scale", "seed")
+        # Questions on the conference's papers have nothing to find among 60; a 60-paper
+        # question's "no answer" may well be answered among 6,000.
+        if written_for != scale and (scale == "seed" or not q["answerable"]):
+            continue
+        gold = frozenset(gold_for(q, retriever, papers, scale))
+        parsed = retriever.parse(q["question"])
+        if parsed.authors or parsed.tracks:
+            meta = set(parsed.meta_words) | {w for a in parsed.authors for w in a.split()}
+            said = [t for t, w in terms(q["question"]) if w not in meta]
+            allowed = retriever._allowed(parsed) or set()
+            listing = q["type"] in ("author", "track") and q["answerable"] and gold == allowed
+            topics.append(
+                TopicSample(
+                    tuple(said), tuple(retriever._df(t) for t in said), passages, not listing
+                )
+            )
+            if listing:
+                continue  # answered from the metadata, whatever the relevance model says
+        ev = retriever.evidence(q["question"], k=K, topical=True)
+        if ev is None:
+            continue
+        # Below 60 papers the hand gold is every relevant paper; among 6,000, only where it
+        # comes from the metadata or a topic's words.
+        complete = (
+            scale == written_for == "seed"
+            or bool(q.get("gold_terms"))
+            or (q["type"] in ("author", "track") and scale == written_for)
+        )
+        samples.append(Sample(ev, gold, bool(q["answerable"]), q["split"], complete))
+        kept.append(q | {"at": scale})
+    return samples, topics, kept
+
+
+def interval(k: int, n: int) -> tuple[float, float]:
+    """Wilson's 95% interval for a share k/n."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p, z = k / n, 1.96
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(mid - half, 3), round(mid + half, 3))
+
+
+def share(k: int, n: int) -> dict[str, Any]:
+    return {"share": round(k / n, 4) if n else math.nan, "n": n, "ci95": interval(k, n)}
+
+
+def cross_validated(
+    samples: list[Sample], kept: list[dict[str, Any]], oof: Predictions, model: RelevanceModel
+) -> dict[str, Any]:
+    """What leave-one-set-out predictions give at each scale. Each set's abstention threshold
+    is chosen from the other sets' predictions, as the fit chooses it."""
+    from rag.relevance import choose_abstain
+
+    declined = np.zeros(len(samples), dtype=bool)
+    for group in sorted({s.group for s in samples}):
+        others = [n for n, s in enumerate(samples) if s.group != group]
+        cut = choose_abstain(
+            [samples[n] for n in others], oof.answerable[others], model.MAX_WRONGLY_ABSTAINED
+        )
+        for n, s in enumerate(samples):
+            if s.group == group:
+                declined[n] = oof.answerable[n] < cut
+    out: dict[str, Any] = {}
+    for name in sorted({q["at"] for q in kept}):
+        idx = [n for n, q in enumerate(kept) if q["at"] == name]
+        # Scored on the questions written for this scale (60-paper ones at 60 papers).
+        written = [n for n in idx if kept[n].get("scale", "seed") == name]
+        na = [n for n in written if not samples[n].answerable]
+        ans = [n for n in written if samples[n].answerable]
+        row: dict[str, Any] = {
+            "no_answer_abstained": share(int(declined[na].sum()), len(na)),
+            "answerable_wrongly_abstained": share(int(declined[ans].sum()), len(ans)),
+        }
+        recall, by_type = [], defaultdict(list)
+        lists: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for n in (n for n in idx if samples[n].answerable and samples[n].gold):
+            complete = samples[n].complete
+            s, p = samples[n], oof.relevance[n]
+            order = np.argsort(-p, kind="stable")
+            ids = [s.evidence.candidates[i].id for i in order]
+            got = len(set(ids[:K]) & s.gold) / min(len(s.gold), K)
+            recall.append(got)
+            by_type[kept[n]["type"]].append(got)
+            listing = s.evidence.intent == "papers"
+            cut = model.keeps(s.evidence.intent)
+            listed = [ids[i] for i, j in enumerate(order) if p[j] >= cut] or ids[:1]
+            if not listing:
+                listed = listed[:K]
+            hit = len(set(listed) & s.gold)
+            if complete:  # otherwise what else is listed may be relevant, unlabelled
+                lists[kept[n]["type"]].append((hit / len(listed), hit / len(s.gold)))
+        row["recall@5"] = round(float(np.mean(recall)), 4) if recall else math.nan
+        row["recall@5_by_type"] = {
+            t: round(float(np.mean(v)), 4) for t, v in sorted(by_type.items())
+        }
+        row["listed_precision_recall_by_type"] = {
+            t: [
+                round(float(np.mean([a for a, _ in v])), 4),
+                round(float(np.mean([b for _, b in v])), 4),
+                len(v),
+            ]
+            for t, v in sorted(lists.items())
+        }
+        out[name] = row
     return out
 
 
-def rates(p: np.ndarray, y: np.ndarray, threshold: float) -> dict[str, Any]:
-    abstained = p < threshold
+def _source(questions: list[dict[str, Any]]) -> dict[str, Any]:
+    data = DATA.read_bytes()
     return {
-        "no_answer_abstained": int((abstained & (y == 0)).sum()),
-        "answerable_wrongly_abstained": int((abstained & (y == 1)).sum()),
-        "no_answer_tested": int((y == 0).sum()),
-        "answerable_tested": int((y == 1).sum()),
+        "questions": str(DATA.relative_to(PROJECT_ROOT)),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "count": len(questions),
+        "sets": len({q["split"] for q in questions}),
     }
 
 
-def probabilities(fitted: abstain.Fit, samples: list[Sample]) -> np.ndarray:
-    x = np.array([s.features(fitted.near_topic) for s, _ in samples])
-    z = x @ np.array(fitted.weights) + fitted.intercept
-    return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -50, 50))))
-
-
-def leave_one_out(samples: list[Sample]) -> dict[str, Any]:
-    """Each question decided by the model fitted (cutoff, weights, threshold) without it."""
-    y = np.array([float(ok) for _, ok in samples])
-    abstained = np.zeros(len(samples), dtype=bool)
-    for i in range(len(samples)):
-        fitted = abstain.fit(samples[:i] + samples[i + 1 :])
-        abstained[i] = probabilities(fitted, [samples[i]])[0] < fitted.threshold
-    # As rates() reads it: an abstained question scores 0 against a threshold of 0.5.
-    return rates(np.where(abstained, 0.0, 1.0), y, 0.5)
-
-
-def share(counts: dict[str, Any], total_no: int, total_ans: int) -> str:
-    na, wa = counts["no_answer_abstained"], counts["answerable_wrongly_abstained"]
-    return (
-        f"no-answer abstained {na}/{counts['no_answer_tested']} tested ({na / total_no:.3f} of "
-        f"all {total_no}), answerable wrongly abstained {wa}/{counts['answerable_tested']} "
-        f"tested ({wa / total_ans:.3f} of all {total_ans})"
-    )
-
-
-def calibrate(
-    retriever: Retriever,
-    questions_file: Path = QUESTIONS,
-    scale: str = "seed",
-    command: str = "python -m evals.calibrate",
-    cross_validate: bool = True,
-) -> tuple[Calibration, list[tuple[str, Sample]]]:
-    """The calibration of the retriever's embedding model, fitted on `questions_file`, and
-    the samples it was fitted on."""
-    questions = load_questions(questions_file)
-    collected = collect(retriever, questions)
-    samples = [s for _, s in collected]
-    y = np.array([float(ok) for _, ok in samples])
-    if not (y == 0).any() or not (y == 1).any():
-        raise SystemExit(
-            "error: the questions need answerable and no-answer ones that reach the test"
-        )
-    fitted = abstain.fit(samples)
-    metrics = {"in_sample": rates(probabilities(fitted, samples), y, fitted.threshold)}
-    if cross_validate:
-        metrics["leave_one_out"] = leave_one_out(samples)
-    try:
-        source = str(questions_file.resolve().relative_to(PROJECT_ROOT))
-    except ValueError:
-        source = str(questions_file)
-    info = {
-        "model": model_identity(retriever.index.settings.embed),
-        "fitted_on": {
-            "questions": source,
-            "sha256": hashlib.sha256(questions_file.read_bytes()).hexdigest(),
-            "scale": scale,
-            "papers": len(retriever.papers),
-            "questions_total": len(questions),
-            "no_answer_total": sum(not q["answerable"] for q in questions),
-            "answerable_tested": int((y == 1).sum()),
-            "no_answer_tested": int((y == 0).sum()),
-            "max_wrongly_abstained": abstain.MAX_WRONGLY_ABSTAINED,
-            "l2": abstain.L2,
-        },
-        "metrics": metrics,
-        "date": datetime.date.today().isoformat(),
-        "command": command,
-    }
-    calibration = Calibration(
-        retriever.index.model_key,
-        fitted.weights,
-        fitted.intercept,
-        fitted.threshold,
-        fitted.near_topic,
-        info,
-    )
-    return calibration, collected
+def _stamp() -> dict[str, Any]:
+    command = " ".join(["python -m evals.calibrate", *sys.argv[1:]])
+    return {"date": datetime.date.today().isoformat(), "command": command}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m evals.calibrate",
-        description="Fit the abstention model (rag.abstain) for the embedding model in use "
-        "(RAG_EMBED_MODEL) and write its calibration file.",
-    )
-    parser.add_argument("--scale", choices=["seed", "icml"], default="seed")
-    parser.add_argument("--questions", type=Path, default=QUESTIONS)
+    parser = argparse.ArgumentParser(prog="python -m evals.calibrate", description=__doc__)
+    parser.add_argument("--scales", default="seed,icml", help="comma-separated: seed, icml")
+    parser.add_argument("--out-dir", type=Path, default=PACKAGE_DIR)
+    parser.add_argument("--report", type=Path, help="also write the figures as JSON here")
     parser.add_argument(
-        "--out", type=Path, help="the file to write (default RAG_HOME/calibration/<model key>.json)"
+        "--samples",
+        type=Path,
+        help="keep the questions' evidence in this file and read it from there next time "
+        "(for refitting without running every question again; delete it when the index, "
+        "the questions or the intent classifier change)",
     )
-    parser.add_argument("--signals", type=Path, help="also write each question's signals here")
     args = parser.parse_args(argv)
-    if args.questions.name in HELD_OUT:
-        parser.error(f"{args.questions} is held out: fit on the development questions")
-    retriever = build(args.scale, warn=False)  # it is being fitted
-    command = " ".join(["python -m evals.calibrate", *(sys.argv[1:] if argv is None else argv)])
-    calibration, collected = calibrate(retriever, args.questions, args.scale, command)
-    out = args.out or Settings().home / "calibration" / f"{calibration.model_key}.json"
-    calibration.save(out)
+    questions = load_questions(DATA)
+    if any(q["split"] == HELD_OUT for q in questions):
+        parser.error(f"{DATA} holds held-out questions: fit on development questions only")
 
-    fitted_on = calibration.info["fitted_on"]
-    total_no = fitted_on["no_answer_total"]
-    total_ans = fitted_on["questions_total"] - total_no
+    intents, intent_metrics = fit_intent(questions)
+    intents.save(args.out_dir / "intent.json")
+    intent._LOADED = intents  # the relevance evidence reads the intent just fitted
+    print(f"intent: leave-one-set-out accuracy {intent_metrics['leave_one_set_out_accuracy']:.3f}")
+
+    if args.samples and args.samples.exists():
+        with args.samples.open("rb") as f:
+            samples, topics, kept, model_key, identity, papers = pickle.load(f)
+    else:
+        samples, topics, kept = [], [], []
+        model_key, identity, papers = "", {}, {}
+        for scale in args.scales.split(","):
+            retriever = build(scale, warn=False)
+            retriever.relevance = None  # the evidence does not depend on a fitted model
+            model_key = retriever.index.model_key
+            identity = model_identity(retriever.index.settings.embed)
+            papers[scale] = len(retriever.papers)
+            got, topic, asked = collect(retriever, questions, scale)
+            samples += got
+            topics += topic
+            kept += asked
+            print(f"[{scale}] {len(got)} questions with evidence", file=sys.stderr)
+        if args.samples:
+            with args.samples.open("wb") as f:
+                pickle.dump((samples, topics, kept, model_key, identity, papers), f)
+    info = {
+        "model": identity,
+        "fitted_on": _source(questions) | {"papers": papers, "samples": len(samples)},
+        **_stamp(),
+    }
+    oof = out_of_fold(samples)
+    model = RelevanceModel.fit(model_key, samples, topics, info, oof)
+    figures = cross_validated(samples, kept, oof, model)
+    model.info["leave_one_set_out"] = figures
+    out = args.out_dir / f"{model_key}.relevance.json"
+    model.save(out)
     print(
-        f"model {calibration.info['model'].get('name')} ({calibration.model_key}), "
-        f"{args.scale} scale, {fitted_on['papers']} papers; "
-        f"{len(collected)} of {fitted_on['questions_total']} questions reach the test"
+        f"relevance ({identity.get('name')}, {model_key}): decline below P(answerable) "
+        f"{model.abstain_below:.3f}; answers hold papers from P(relevant) {model.keep_from}; "
+        f"topic words from weight {model.topic_from:.3f}"
     )
-    for name, w in zip(abstain.FEATURES, calibration.weights, strict=True):
-        print(f"  weight {name:>8} {w:+.3f}")
-    near = calibration.near_topic
-    print(
-        f"  intercept {calibration.intercept:+.3f}; abstain below P(answerable) "
-        f"{calibration.threshold:.3f}; near topic from cosine "
-        + (f"{near:.3f}" if math.isfinite(near) else "none (spelled-out topics only)")
-    )
-    metrics = calibration.info["metrics"]
-    print(f"in-sample:     {share(metrics['in_sample'], total_no, total_ans)}")
-    print(f"leave-one-out: {share(metrics['leave_one_out'], total_no, total_ans)}")
-    print(f"wrote {out}")
-    if args.signals:
-        samples = [s for _, s in collected]
-        fitted = abstain.Fit(
-            calibration.weights, calibration.intercept, calibration.threshold, near
+    print(json.dumps(figures, indent=1))
+    print(f"wrote {out} and {args.out_dir / 'intent.json'}")
+    if args.report:
+        args.report.write_text(
+            json.dumps({"intent": intent_metrics, "relevance": figures}, indent=1)
         )
-        rows = [
-            {"id": qid, "answerable": ok, "p": round(float(p), 4), **vars(s)}
-            for (qid, (s, ok)), p in zip(collected, probabilities(fitted, samples), strict=True)
-        ]
-        args.signals.write_text(json.dumps(rows, indent=1, default=str))
     return 0
 
 

@@ -1,13 +1,18 @@
-"""Retrieval eval: hybrid retrieval against plain dense and plain BM25 on the same questions.
+"""Retrieval eval: hybrid retrieval (with the fitted relevance model) against plain dense and
+plain BM25 on the same questions.
 
-    python -m evals.retrieval [--scale seed|icml|both] [--details FILE]
+    python -m evals.retrieval [--scale seed|icml|both] [--split NAME ...] [--questions FILE]
+                              [--details FILE]
 
-(a) `seed`: the 60 papers of corpus/; (b) `icml`: the same 60 mixed into
-../shared/corpora/icml2026_main.jsonl (5,863 papers), where the gold of author and track
-questions is recomputed from every paper's metadata, and that of multi-paper questions from
-their `gold_terms` (every paper whose title and abstract mention the topic; at seed scale
-the rules give exactly the hand-picked gold, which `tests/test_evals.py` checks). Indexes
-are built once under .rag/evals-<scale>/ and reused (ingest is incremental).
+The questions are evals/data/questions.jsonl (one row per question, its `split` the set it
+came in; default: the `main` set), or any file of the same shape (the held-out set,
+evals/data/heldout_icml.jsonl). (a) `seed`: the 60 papers of corpus/; (b) `icml`: the same
+60 mixed into ../shared/corpora/icml2026_main.jsonl (5,863 papers), where the gold of author
+and track questions is recomputed from every paper's metadata, and that of multi-paper
+questions from their `gold_terms` (every paper whose title and abstract mention the topic;
+at seed scale the rules give exactly the hand-picked gold, which `tests/test_evals.py`
+checks). A 60-paper question without an answer is left out at ICML scale, where the
+conference may well answer it. Indexes are built once under .rag/evals-<scale>/ and reused.
 """
 
 from __future__ import annotations
@@ -19,30 +24,46 @@ import sys
 import time
 import unicodedata
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rag import abstain
+from rag import relevance
 from rag.corpus import Paper
-from rag.embed import model_identity
 from rag.index import PaperIndex
 from rag.retrieve import Retrieval, Retriever
 from rag.settings import PROJECT_ROOT, Settings
 
-QUESTIONS = Path(__file__).with_name("questions.jsonl")
+DATA = Path(__file__).with_name("data") / "questions.jsonl"
+HELD_OUT_FILE = DATA.with_name("heldout_icml.jsonl")
+HELD_OUT = "heldout-icml"  # the held-out set's split: never in DATA, never fitted on
+MAIN = "main"  # the set the answer suite and the README's figures use
+QUESTIONS = DATA
 ICML = PROJECT_ROOT.parent / "shared" / "corpora" / "icml2026_main.jsonl"
 MODES = ("hybrid", "dense", "bm25")
 K = 5
 
 
-def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
+def load_questions(path: Path = DATA, splits: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The questions of a file (of `splits` only, if given). A file without a `split`
+    column is one set; the held-out file's rows are its set."""
     rows = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise SystemExit(f"{path}:{n}: {err}") from err
+            default = HELD_OUT if path.name == HELD_OUT_FILE.name else path.stem
+            row.setdefault("split", default)
+            if path.name == HELD_OUT_FILE.name:
+                row.setdefault("scale", "icml")
+            rows.append(row)
+    if splits:
+        unknown = set(splits) - {r["split"] for r in rows}
+        if unknown:
+            raise SystemExit(f"{path} has no set called {', '.join(sorted(unknown))}")
+        rows = [r for r in rows if r["split"] in splits]
     return rows
 
 
@@ -117,10 +138,11 @@ def score_question(q: dict[str, Any], r: Retrieval, gold: set[str]) -> dict[str,
     row["recall@5"] = found / min(len(gold), K) if gold else 0.0
     rank = next((i for i, pid in enumerate(ids, start=1) if pid in gold), None)
     row["mrr"] = 1.0 / rank if rank else 0.0
-    if q["type"] in ("author", "track"):
-        got = set(ids)
-        row["list_precision"] = len(got & gold) / len(got) if got else 0.0
-        row["list_recall"] = len(got & gold) / len(gold) if gold else 0.0
+    # What the answer lists (every hit of a list; the papers an answer reads, otherwise):
+    # the share of them that is gold, and of the gold that they hold.
+    got = set(ids)
+    row["list_precision"] = len(got & gold) / len(got) if got else 0.0
+    row["list_recall"] = len(got & gold) / len(gold) if gold else 0.0
     return row
 
 
@@ -145,17 +167,31 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             by_type[t]["recall@5_hand_gold"] = mean(
                 [r.get("recall@5_hand_gold", r["recall@5"]) for r in rs]
             )
-        if t in ("author", "track"):
-            by_type[t]["list_precision"] = mean([r["list_precision"] for r in rs])
-            by_type[t]["list_recall"] = mean([r["list_recall"] for r in rs])
+        answered = [r for r in rs if not r["abstained"]]
+        by_type[t]["list_precision"] = mean([r["list_precision"] for r in answered])
+        by_type[t]["list_recall"] = mean([r["list_recall"] for r in answered])
+    na = sum(r["abstained"] for r in unanswerable)
+    wa = sum(r["abstained"] for r in answerable)
     return {
         "questions": len(rows),
         "recall@5": mean([r["recall@5"] for r in answerable]),
         "mrr": mean([r["mrr"] for r in answerable]),
         "no_answer_abstained": mean([float(r["abstained"]) for r in unanswerable]),
+        "no_answer_abstained_ci95": wilson(na, len(unanswerable)),
         "answerable_wrongly_abstained": mean([float(r["abstained"]) for r in answerable]),
+        "answerable_wrongly_abstained_ci95": wilson(wa, len(answerable)),
         "by_type": by_type,
     }
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """Wilson's 95% interval for a share k/n."""
+    if n == 0:
+        return (float("nan"), float("nan"))
+    p, z = k / n, 1.96
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
+    return (round(mid - half, 3), round(mid + half, 3))
 
 
 def build(scale: str, warn: bool = True) -> Retriever:
@@ -175,49 +211,59 @@ def build(scale: str, warn: bool = True) -> Retriever:
         file=sys.stderr,
     )
     retriever = Retriever(index)
-    # The calibration `python -m evals.calibrate` wrote for this model (into RAG_HOME) counts
-    # for these indexes too; else the one shipped in rag/calibration/.
-    retriever.abstention = abstain.load(
-        [home, Settings().home],
-        index.model_key,
-        str(model_identity(index.settings.embed).get("name", "")),
-    )
-    if warn and retriever.abstention.warning:
-        print(f"[{scale}] warning: {retriever.abstention.warning}", file=sys.stderr)
+    # The relevance model `python -m evals.calibrate` wrote beside the code (or into RAG_HOME).
+    retriever.relevance = relevance.load([home, Settings().home], index.model_key)[0]
+    if warn and retriever.relevance is None:
+        print(f"[{scale}] warning: no relevance model for {index.model_key}", file=sys.stderr)
     return retriever
 
 
 def _policy(retriever: Retriever) -> dict[str, Any]:
-    """Which abstention policy the hybrid rows were decided by."""
-    policy = retriever.abstention
-    cal = policy.calibration
-    if cal is None:
-        return {"calibrated": False, "text": "no calibration for this model: fallback only"}
+    """Which relevance model the hybrid rows were decided by."""
+    model = retriever.relevance
+    if model is None:
+        return {"calibrated": False, "text": "no relevance model: ranked by search, none declined"}
     return {
         "calibrated": True,
-        "file": str(policy.source),
-        "threshold": cal.threshold,
-        "near_topic": cal.near_topic,
-        "text": f"calibration {policy.source} (abstain below P(answerable) "
-        f"{cal.threshold:.3f}, near topic from cosine {cal.near_topic:.3f})",
+        "file": str(model.source),
+        "abstain_below": model.abstain_below,
+        "keep_from": model.keep_from,
+        "text": f"relevance model {model.source} (decline below P(answerable) "
+        f"{model.abstain_below:.3f}; papers kept from P(relevant) {model.keep_from})",
     }
+
+
+def gold_for(q: dict[str, Any], retriever: Retriever, papers: list[Paper], scale: str) -> set[str]:
+    """A question's gold papers at a scale: its own at its own scale; at ICML scale, an
+    author's or track's papers from the metadata and a topic's from `gold_terms`."""
+    hand = {retriever.resolve(g) for g in q["gold"]}
+    if scale == q.get("scale", "seed"):
+        return hand
+    if q["type"] in ("author", "track") and q.get(q["type"]):
+        return gold_from_metadata(q, papers)
+    if q.get("gold_terms"):
+        return gold_from_text(q, papers)
+    return hand
 
 
 def run_scale(scale: str, questions: list[dict[str, Any]]) -> dict[str, Any]:
     retriever = build(scale)
     retriever.load()
     papers = list(retriever.papers.values())
+    # At 60 papers, questions about the conference's papers have nothing to find; at ICML
+    # scale, a 60-paper question without an answer may well have one.
+    questions = [
+        q
+        for q in questions
+        if q.get("scale", "seed") == scale or (scale == "icml" and q["answerable"])
+    ]
     retriever.retrieve("warm up the models", k=K)
     out: dict[str, Any] = {"scale": scale, "papers": len(papers), "modes": {}}
     for mode in MODES:
         rows, times = [], []
         for q in questions:
             hand = {retriever.resolve(g) for g in q["gold"]}
-            gold = hand
-            if q["type"] in ("author", "track") and scale != "seed":
-                gold = gold_from_metadata(q, papers)
-            elif q.get("gold_terms") and scale != "seed":
-                gold = gold_from_text(q, papers)
+            gold = gold_for(q, retriever, papers, scale)
             t0 = time.perf_counter()
             r = retriever.retrieve(q["question"], k=K, mode=mode)
             times.append((time.perf_counter() - t0) * 1000)
@@ -231,8 +277,8 @@ def run_scale(scale: str, questions: list[dict[str, Any]]) -> dict[str, Any]:
             summary["abstention"] = _policy(retriever)
         times.sort()
         summary["latency_ms"] = {
-            "p50": round(statistics.median(times), 1),
-            "p95": round(times[int(0.95 * (len(times) - 1))], 1),
+            "p50": round(statistics.median(times), 1) if times else 0.0,
+            "p95": round(times[int(0.95 * (len(times) - 1))], 1) if times else 0.0,
         }
         out["modes"][mode] = summary | {"rows": rows}
     return out
@@ -247,7 +293,14 @@ def render(result: dict[str, Any]) -> str:
     ]
     modes = result["modes"]
     for key in ("recall@5", "mrr", "no_answer_abstained", "answerable_wrongly_abstained"):
-        lines.append(f"| {key} | " + " | ".join(f"{modes[m][key]:.3f}" for m in MODES) + " |")
+        cells = []
+        for m in MODES:
+            cell = f"{modes[m][key]:.3f}"
+            if f"{key}_ci95" in modes[m] and m == "hybrid":
+                low, high = modes[m][f"{key}_ci95"]
+                cell += f" [{low:.2f}, {high:.2f}]"
+            cells.append(cell)
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
     for key in ("p50", "p95"):
         lines.append(
             f"| latency {key} ms | "
@@ -265,8 +318,8 @@ def render(result: dict[str, Any]) -> str:
             cell = f"{bt['recall@5']:.3f}"
             if "recall@5_hand_gold" in bt:
                 cell += f" (seed gold only {bt['recall@5_hand_gold']:.3f})"
-            if "list_precision" in bt:
-                cell += f" (P {bt['list_precision']:.2f} / R {bt['list_recall']:.2f})"
+            if "list_precision" in bt and m == "hybrid":
+                cell += f" (listed P {bt['list_precision']:.2f} / R {bt['list_recall']:.2f})"
             cells.append(cell)
         n = modes["hybrid"]["by_type"][t]["n"]
         lines.append(f"| {t} recall@5 (n={n}) | " + " | ".join(cells) + " |")
@@ -280,12 +333,17 @@ def main() -> None:
     parser.add_argument(
         "--questions",
         type=Path,
-        default=QUESTIONS,
-        help="question set (evals/questions_heldout.jsonl: written after the abstention "
-        "rules were calibrated, to check them on questions they were not tuned on)",
+        default=DATA,
+        help="question file (evals/data/heldout_icml.jsonl: the held-out set, run once)",
+    )
+    parser.add_argument(
+        "--split",
+        nargs="*",
+        help=f"the sets of the file to run (default for {DATA.name}: {MAIN}; 'all': every set)",
     )
     args = parser.parse_args()
-    questions = load_questions(args.questions)
+    splits = args.split if args.split is not None else ([MAIN] if args.questions == DATA else [])
+    questions = load_questions(args.questions, [] if splits == ["all"] else splits)
     scales = ["seed", "icml"] if args.scale == "both" else [args.scale]
     results = [run_scale(s, questions) for s in scales]
     for r in results:

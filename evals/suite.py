@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.retrieval import QUESTIONS, load_questions
+from evals.retrieval import DATA, MAIN, QUESTIONS, load_questions
 from evals.verifier import evaluate as evaluate_verifier
 from evals.verifier import load_pairs
 from rag.answer import normalise_citations, parse_citations
@@ -32,11 +32,11 @@ from rag.engine import Engine
 from rag.index import PaperIndex
 from rag.settings import PROJECT_ROOT, LLMSettings, Settings, fingerprint
 from rag.text import split_sentences
-from rag.verify import Verifier, strip_citations
+from rag.verify import Verifier, misattributed, strip_citations
 from rag.writers import ModelWriter
 
 REPORTS = Path(__file__).with_name("reports")
-FOLLOWUPS = Path(__file__).with_name("followups.jsonl")
+FOLLOWUPS = Path(__file__).with_name("data") / "followups.jsonl"
 K = 5
 QUICK_PER_TYPE = 3
 # `--check` fails the run below these (what `make test` guards against regressions).
@@ -71,13 +71,15 @@ def grounding(
     sentences: list[tuple[str, list[int]]], sources: dict[int, Paper], verifier: Verifier
 ) -> dict[str, Any]:
     """ALCE-style citation recall and precision of (sentence, cited source numbers) pairs."""
-    n_cites = valid = precise = supported = 0
+    n_cites = valid = precise = supported = wrong = 0
     for text, cites in sentences:
         good = [n for n in cites if n in sources]
         n_cites += len(cites)
         valid += len(good)
         if not good:
             continue
+        # Names one source while citing only others that do not name it.
+        wrong += bool(misattributed(text, [sources[n] for n in good], list(sources.values())))
         whole = verifier.check(text, [sources[n] for n in good]).supported
         supported += whole
         for n in good:
@@ -91,6 +93,7 @@ def grounding(
         "citations": n_cites,
         "valid": valid,
         "precise": precise,
+        "misattributed": wrong,
     }
 
 
@@ -257,6 +260,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "citation_validity": ratio(g["valid"], g["citations"]),
         "citation_recall": ratio(g["supported"], g["sentences"]),
         "citation_precision": ratio(g["precise"], g["valid"]),
+        "misattributed_sentences": g["misattributed"],
         "answers_with_citation": ratio(
             sum(1 for r in answered if r["grounding"]["citations"]), len(answered)
         ),
@@ -323,6 +327,7 @@ def write_report(result: dict[str, Any], out_dir: Path) -> Path:
         "citation_validity",
         "citation_recall",
         "citation_precision",
+        "misattributed_sentences",
         "answers_with_citation",
         "answers_citing_gold",
         "no_answer_abstained",
@@ -500,8 +505,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--questions",
         type=Path,
         default=QUESTIONS,
-        help="question set (evals/questions_heldout.jsonl: written after the abstention rules "
-        "were set, to check them on questions they were not tuned on)",
+        help=f"question file (default {DATA.relative_to(DATA.parent.parent.parent)}: its "
+        "--split sets; evals/data/heldout_icml.jsonl is the held-out set)",
+    )
+    parser.add_argument(
+        "--split",
+        nargs="*",
+        help=f"the sets of the question file to ask (default for {DATA.name}: {MAIN})",
     )
     parser.add_argument("--out", type=Path, default=REPORTS)
     parser.add_argument(
@@ -527,7 +537,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     retriever.load()
     index.embed_model.get_text_embedding_batch(["warm up"])
     verifier = engine.answerer.verifier
-    questions = load_questions(args.questions)
+    splits = args.split if args.split is not None else ([MAIN] if args.questions == DATA else [])
+    questions = load_questions(args.questions, splits)
     if args.types:
         unknown = set(args.types) - {q["type"] for q in questions}
         if unknown:
@@ -551,7 +562,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Each question's rows as it finishes: a run with the baseline takes hours on a laptop,
     # and one that is stopped still shows where it got.
     args.out.mkdir(parents=True, exist_ok=True)
-    question_set = "" if args.questions.resolve() == QUESTIONS.resolve() else args.questions.stem
+    question_set = (
+        "-".join(s for s in splits if s != MAIN)
+        if args.questions.resolve() == QUESTIONS.resolve()
+        else args.questions.stem
+    )
     if args.types:
         question_set = "-".join([question_set, *sorted(args.types)]).strip("-")
     # A run with another bundled model is named for it, beside the default model's report.

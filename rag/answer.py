@@ -22,15 +22,13 @@ from typing import Any
 
 from rag.corpus import Paper
 from rag.excerpts import Excerpt, Excerpter
+from rag.intent import Asks
 from rag.llm import AnswerCutOff, Backend, BackendError
 from rag.prompts import EXAMPLES, Shape
-from rag.query import Asks
 from rag.retrieve import Retrieval, Retriever
 from rag.sanitize import addresses_model, clean_text, source_sentences
 from rag.settings import Settings
 from rag.text import (
-    GENERIC_WORDS,
-    QUESTION_WORDS,
     STOPWORDS,
     gist_clause,
     split_sentences,
@@ -39,9 +37,12 @@ from rag.text import (
     word_list,
 )
 from rag.verify import (
+    Verdict,
     Verifier,
     affirmed,
     default_verifier,
+    misattributed,
+    names_paper,
     negations,
     numbers,
     strip_citations,
@@ -84,7 +85,7 @@ MIN_GIST_WORDS = 4
 # How many times the first try's characters of the sources a retry reads (see Answerer._prose).
 RETRY_READS = 3
 UNSUPPORTED = "no sentence of the answer is supported by the abstract it cites"
-_CONTENT_DROP = STOPWORDS | GENERIC_WORDS | QUESTION_WORDS
+_CONTENT_DROP = STOPWORDS | word_list("generic") | word_list("question")
 # What is left of a sentence that only points at a source ("Lotfi et al.", "The evidence
 # comes from Baek et al. (Safety).") once names and these words are out: nothing to check.
 _POINTING = _CONTENT_DROP | word_list("attribution")
@@ -203,7 +204,7 @@ class Answer:
     timings: dict[str, float] = field(default_factory=dict)
     mode: str = "topical"
     signals: dict[str, float] = field(default_factory=dict)
-    asks: Asks = Asks.TOPIC  # what the question asks for (rag.query)
+    asks: Asks = Asks.EXPLAIN  # what the question asks for (rag.intent)
     shape: Shape = Shape.EXPLAIN
     total: int = 0  # papers that match a question asking for all of them
     items: list[Item] = field(default_factory=list)  # a list answer's papers, as shown
@@ -287,7 +288,7 @@ def shape_for(result: Retrieval) -> Shape:
         result.mode in ("author", "track") and not question_has_topic(result)
     ):
         return Shape.LIST  # every hit of a follow-up "which of those ..." matches it
-    asks = q.asks if q is not None else Asks.TOPIC
+    asks = q.asks if q is not None else Asks.EXPLAIN
     if asks is Asks.PAPERS:
         # Papers mentioning the topic are known: listed. Otherwise the writer says which fit.
         return Shape.LIST if result.total else Shape.RECOMMEND
@@ -364,52 +365,17 @@ class Answerer:
         answer.total = result.total
         answer.timings["retrieve_ms"] = round((time.perf_counter() - started) * 1000, 1)
         answer.sources = [
-            Source(i, h.paper, h.score, h.passage, matches="topic" in h.matched)
+            Source(i, h.paper, h.score, h.passage, matches="relevant" in h.matched)
             for i, h in enumerate(result.hits, start=1)
         ]
         if on_sources:
             on_sources(answer.sources)
         answer.shape = shape_for(result)
-        if result.abstained and result.contrary and result.hits:
-            self._abstain(
-                answer,
-                result.reason,
-                f"The question assumes {result.premise!r}, but the abstract of "
-                f"{result.hits[0].paper.display_name} says otherwise: \u201c{result.contrary}"
-                "\u201d It is listed first below, with the papers closest to the question.",
-            )
-        elif result.abstained and result.premise and result.hits:
-            self._abstain(
-                answer,
-                result.reason,
-                f"The abstract of {result.hits[0].paper.display_name} "
-                + ("says it works without " if result.denied else "never mentions ")
-                + f"{result.premise}, so nothing indexed says it does that. It is listed first "
-                "below, with the papers closest to the question.",
-            )
-        elif result.abstained and result.data and result.hits:
-            self._abstain(
-                answer,
-                result.reason,
-                f"None of the papers closest to the question works on {result.data}: no "
-                "abstract among them writes a word for it. They are listed below, in case "
-                "what they do for other data helps.",
-            )
-        elif result.abstained and result.unstated and result.about and result.hits:
-            self._abstain(
-                answer,
-                result.reason,
-                f"The abstract of {result.hits[0].paper.display_name} doesn't state this "
-                f"({result.unstated}); it would be in the full paper, if anywhere. It is "
-                "listed first below, with the papers closest to the question.",
-            )
-        elif result.abstained and result.unstated:
-            self._abstain(
-                answer,
-                result.reason,
-                f"The indexed abstracts don't state this ({result.unstated}); it would be in "
-                "the full papers, if anywhere. The closest papers are listed below.",
-            )
+        if result.abstained and result.hits:
+            # Retrieval's reason is in plain words ("none of the indexed papers is about this:
+            # the closest never mention 'GPU'"); the closest papers are the sources shown.
+            said = result.reason[:1].upper() + result.reason[1:]
+            self._abstain(answer, result.reason, f"{said}. The closest papers are listed below.")
         elif result.abstained and result.parsed and result.parsed.unknown_track:
             tracks = self.retriever.tracks
             self._abstain(
@@ -746,7 +712,11 @@ class Answerer:
         framing: bool = True,
     ) -> Sentence:
         by_n = {s.n: s for s in sources}
-        if cited:
+        # A sentence that names a paper must be supported by that paper's abstract; another
+        # source's words count only where that source itself names the paper.
+        wrong = misattributed(body, [by_n[n].paper for n in cited], [s.paper for s in sources])
+        named = [s for s in sources if names_paper(body, s.paper)]
+        if cited and not wrong:
             verdict = self.verifier.check(body, [by_n[n].paper for n in cited], question, framing)
             if verdict.supported and len(cited) > 1:
                 # A second paper cited on a sentence one paper alone supports, that itself
@@ -768,7 +738,7 @@ class Answerer:
         # Wrong or missing citation: the source that does support it, if any, is cited instead
         # (post-hoc attribution: a small model often writes the right sentence, uncited).
         best = None
-        for s in sources:
+        for s in named or sources:
             v = self.verifier.check(body, [s.paper], question, framing)
             if v.supported and (best is None or v.score > best[1].score):
                 best = (s.n, v)
@@ -782,6 +752,11 @@ class Answerer:
                 best[1].evidence,
                 "; ".join(x for x in (note, fix) if x),
             )
+        if wrong and cited:
+            marks = ", ".join(f"[{n}]" for n in cited)
+            who = ", ".join(p.display_name for p in wrong)
+            reason = f"misattributed: names {who} but cites {marks}, which does not"
+            verdict = Verdict(False, 0.0, "", -1, reason)
         reason = verdict.reason if cited else "no source supports it"
         return Sentence(
             body,
@@ -917,9 +892,9 @@ def _list_head(result: Retrieval, n: int) -> str:
     if result.mode == "track":
         return f"{papers} {'is' if n == 1 else 'are'} in {', '.join(result.tracks)}:"
     if result.mode == "filtered":
-        return f"{papers} of the earlier answer match:"
-    topic = " and ".join(result.topics) if result.topics else "the topic"
-    return f"{papers} mention{'s' if n == 1 else ''} {topic}; the closest first:"
+        return f"{papers} of the earlier answer match{'es' if n == 1 else ''}:"
+    topic = " and ".join(result.topics) if result.topics else "this"
+    return f"{papers} {'is' if n == 1 else 'are'} about {topic}; the most relevant first:"
 
 
 def iter_answer_text(answer: Answer) -> Iterator[str]:

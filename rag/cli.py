@@ -72,9 +72,9 @@ def _empty(index: PaperIndex) -> bool:
 
 
 def _warn_uncalibrated(retriever: Retriever) -> None:
-    """One line on stderr when abstention has no calibration for this embedding model."""
-    if retriever.abstention.warning:
-        print(f"warning: {retriever.abstention.warning}", file=sys.stderr)
+    """One line on stderr when there is no fitted relevance model for this embedding model."""
+    if retriever.warning:
+        print(f"warning: {retriever.warning}", file=sys.stderr)
 
 
 def ingest_main(argv: Sequence[str] | None = None) -> int:
@@ -192,6 +192,9 @@ def search_main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     if result.abstained:
         print(f"No answer in the indexed papers: {result.reason}.")
+        if result.hits:
+            print("The closest papers:")
+    if result.abstained and not result.hits:
         return EXIT_OK
     if result.mode in ("author", "track"):
         what = ", ".join(result.authors or result.tracks)
@@ -199,7 +202,10 @@ def search_main(argv: Sequence[str] | None = None) -> int:
         print(f"{n} paper{'' if n == 1 else 's'} ({result.mode}: {what}):")
     elif result.total:
         n = result.total
-        print(f"{n} indexed paper{'' if n == 1 else 's'} mention{'s' if n == 1 else ''} the topic:")
+        topic = " and ".join(result.topics) or "this"
+        print(
+            f"{n} indexed paper{'' if n == 1 else 's'} {'is' if n == 1 else 'are'} about {topic}:"
+        )
     from rag.answer import clean_text  # terminal text: no markup or escape sequences
 
     for n, h in enumerate(result.hits, start=1):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rag.corpus import Paper
 from rag.embed import cosine
 from rag.sanitize import source_sentences
-from rag.text import GENERIC_WORDS, QUESTION_WORDS, STOPWORDS, contribution_at, stems
+from rag.text import STOPWORDS, contribution_at, stems, word_list
 
 if TYPE_CHECKING:
     from rag.query import Asks
@@ -37,7 +37,7 @@ RELEVANT_MARGIN = 0.12
 # A gist is one sentence; a run-on one (a flattened list, a table) is cut.
 GIST_CHARS = 400
 _NUMBER = re.compile(r"\d")
-_DROP = STOPWORDS | GENERIC_WORDS | QUESTION_WORDS
+_DROP = STOPWORDS | word_list("generic") | word_list("question")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from rag.catalog import Catalog, record_key, source_file
 from rag.corpus import Paper, merge_records, read_records, source_name
 from rag.embed import load_embedding, load_tokenizer, model_identity
@@ -55,7 +57,6 @@ from rag.store import (
     store_name,
     timed_out,
 )
-from rag.topics import Topics
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -66,8 +67,11 @@ if TYPE_CHECKING:
 # Bump when the text given to the embedding model, or the chunk layout, changes shape.
 TEXT_FORMAT_VERSION = 1
 LIST_SEP = "; "
-# Saved with the BM25 index: every paper's chunk-0 metadata, for a fast cold start.
+# Saved with the BM25 index: every paper's chunk-0 metadata, and every chunk's vector with
+# its paper's id, for a fast cold start.
 PAPERS_FILE = "papers.json"
+VECTORS_FILE = "vectors.npy"
+VECTOR_IDS_FILE = "vector_ids.json"
 # A full read of 6,000 chunks from a `chroma run` server takes about 2 s; pages of this size
 # take about 0.6 s each (well inside the default RAG_CHROMA_TIMEOUT of 5 s).
 READ_PAGE = 2000
@@ -130,12 +134,16 @@ class IngestSummary:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What questions read of one version of the store besides its vectors (PaperIndex.snapshot)."""
+    """What questions read of one version of the store (PaperIndex.snapshot)."""
 
     version: str
     papers: list[Paper]
     content: dict[str, str]  # paper id -> content hash, which its chunks' metadata carries
     bm25: Any  # a bm25s.BM25 over every chunk, or None for an empty store
+    # Every chunk's unit vector, and its paper's id: the relevance model needs each
+    # candidate's cosine and where it stands among the whole collection's.
+    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    vector_ids: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -143,6 +151,8 @@ class _StoreRead:
     nodes: list[BaseNode] = field(default_factory=list)
     chunk0: list[dict[str, Any]] = field(default_factory=list)
     fingerprint: str = ""
+    vectors: list[Any] = field(default_factory=list)
+    vector_ids: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -415,7 +425,8 @@ class PaperIndex:
             )
             got["ids"] += page["ids"]
             for key in include:
-                got[key] += page[key] or []  # type: ignore[literal-required]
+                part = page[key]  # type: ignore[literal-required]
+                got[key] += [] if part is None else list(part)  # embeddings: an array
             if len(page["ids"]) < self.read_page:
                 return got
 
@@ -606,13 +617,6 @@ class PaperIndex:
             count, version = self._store_fingerprint()
             self._refresh_bm25(count, version)
             self._write_version(version)
-            if self.settings.search.topic_check:
-                # Embeds the topic background once, so that no question waits for it.
-                Topics.load(
-                    lambda texts: self.embed_model.get_text_embedding_batch(texts),
-                    self.topics_dir,
-                    self.model_key,
-                )
             checkpoint("ingest.synced")
             catalog.clear_removals()
         except BaseException:
@@ -832,14 +836,6 @@ class PaperIndex:
         return fingerprint({"model": model_identity(embed), "max_length": embed.max_length})
 
     @property
-    def topics_dir(self) -> Path:
-        """Where rag.topics caches its vectors (keyed by the embedding model inside).
-
-        Inside RAG_HOME by default: ingest writes nowhere else.
-        """
-        return self.settings.search.topics_cache or self.settings.home / "topics"
-
-    @property
     def bm25_dir(self) -> Path:
         return self.settings.home / "bm25" / self.name
 
@@ -897,7 +893,8 @@ class PaperIndex:
         if (
             state
             and (state["count"], state["fingerprint"]) == (count, fp)
-            and PAPERS_FILE in state["files"]  # absent in folders written before it existed
+            # absent in folders written before they existed
+            and {PAPERS_FILE, VECTORS_FILE} <= state["files"].keys()
         ):
             return False
         self._write_bm25(count, fp)
@@ -908,7 +905,7 @@ class PaperIndex:
         current content: written for this version (when the collection has one; another
         machine's ingest moves it) and for as many chunks as the store holds."""
         state = self._bm25_state()
-        if not state or PAPERS_FILE not in state["files"]:
+        if not state or not {PAPERS_FILE, VECTORS_FILE} <= state["files"].keys():
             return None
         if version and state["fingerprint"] != version:
             return None
@@ -952,9 +949,14 @@ class PaperIndex:
         version = self.store_version() if version is None else version
         metas = self._saved_metas(version)
         bm25 = None
+        vectors, vector_ids = np.zeros((0, 0), dtype=np.float32), []
         if metas is not None and metas:
             try:
                 bm25 = bm25s.BM25.load(str(self.bm25_dir), load_corpus=True, show_progress=False)
+                vectors = np.load(self.bm25_dir / VECTORS_FILE, allow_pickle=False)
+                vector_ids = json.loads((self.bm25_dir / VECTOR_IDS_FILE).read_text("utf-8"))
+                if len(vector_ids) != len(vectors):
+                    raise ValueError(f"{len(vectors)} vectors for {len(vector_ids)} ids")
             except Exception as err:  # damaged inside, at the right size: read the store
                 log.warning("the BM25 index in %s cannot be loaded (%s)", self.bm25_dir, err)
                 metas = None
@@ -988,12 +990,15 @@ class PaperIndex:
                 built.bm25.corpus = built.corpus  # as a loaded index has it: results map to nodes
                 bm25 = built.bm25
             metas = read.chunk0
+            vectors, vector_ids = _unit(read.vectors), read.vector_ids
         metas.sort(key=lambda m: str(m.get("paper_id")))
         return Snapshot(
             version=version,
             papers=[paper_from_metadata(m) for m in metas],
             content={str(m["paper_id"]): str(m.get("content_hash", "")) for m in metas},
             bm25=bm25,
+            vectors=vectors,
+            vector_ids=vector_ids,
         )
 
     def _read_store(self) -> _StoreRead:
@@ -1003,8 +1008,10 @@ class PaperIndex:
         from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
         with self.reaching_store():
-            got = self._get_all(["documents", "metadatas"])
+            got = self._get_all(["documents", "metadatas", "embeddings"])
         read = _StoreRead(fingerprint=_store_hash(got["ids"], got["metadatas"]))
+        read.vectors = list(got["embeddings"])
+        read.vector_ids = [str(m["paper_id"]) for m in got["metadatas"] or []]
         for cid, doc, meta in zip(
             got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
         ):
@@ -1060,6 +1067,8 @@ class PaperIndex:
             tmp.mkdir()
         chunk0 = sorted(read.chunk0, key=lambda m: str(m.get("paper_id")))
         (tmp / PAPERS_FILE).write_text(json.dumps(chunk0, ensure_ascii=False), encoding="utf-8")
+        np.save(tmp / VECTORS_FILE, _unit(read.vectors), allow_pickle=False)
+        (tmp / VECTOR_IDS_FILE).write_text(json.dumps(read.vector_ids), encoding="utf-8")
         files = {p.name: [p.stat().st_size, _file_hash(p)] for p in tmp.iterdir() if p.is_file()}
         state = {"count": count, "fingerprint": fingerprint_, "files": files}
         (tmp / "state.json").write_text(json.dumps(state))
@@ -1078,26 +1087,6 @@ class PaperIndex:
         return self.snapshot().bm25
 
     # ------------------------------------------------------------------ dense search
-
-    def nearest_papers(self, vector: list[float], n: int) -> list[str]:
-        """The `n` papers nearest `vector` by their nearest passage, nearest first (chunk
-        ids are "<paper id>#<n>")."""
-        chunks = self.count_chunks()
-        if n <= 0 or chunks == 0:
-            return []
-        # A paper has a passage or two: twice as many passages nearly always hold n papers.
-        want = min(chunks, 2 * n + 10)
-        while True:
-            with self.reaching_store():
-                got: Any = self.collection.query(
-                    query_embeddings=[vector],  # type: ignore[arg-type]
-                    n_results=want,
-                    include=[],
-                )
-            papers = list(dict.fromkeys(str(i).rpartition("#")[0] for i in got["ids"][0]))
-            if len(papers) >= n or want == chunks:
-                return papers[:n]
-            want = min(chunks, 2 * want)
 
     def dense_search(
         self, query: str, k: int = 5, where: dict[str, Any] | None = None
@@ -1130,6 +1119,15 @@ class PaperIndex:
         return [
             Hit(papers[pid], score, passage) for pid, (score, passage) in ranked if pid in papers
         ]
+
+
+def _unit(vectors: Sequence[Any]) -> np.ndarray:
+    """Vectors as rows of unit length (float32), so that a dot product is the cosine."""
+    out = np.asarray(vectors, dtype=np.float32)
+    if out.ndim != 2 or not len(out):
+        return np.zeros((0, 0), dtype=np.float32)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms == 0, 1.0, norms)
 
 
 def _store_hash(ids: list[str], metas: list[Any]) -> str:

@@ -147,16 +147,10 @@ class IngestSettings(_Section):
 
 class SearchSettings(_Section):
     k: int = Field(default=5, ge=1, le=200, description="Papers returned by a search.")
-    topic_check: bool = Field(
+    decline: bool = Field(
         default=True,
-        description="Abstain when a question is plainly about a known research topic "
-        "(rag/topics.txt) that none of the closest papers mentions, or asks about a name "
-        "(AlphaFold, ResNet-50, BLEU) that no indexed paper mentions.",
-    )
-    topics_cache: Path | None = Field(
-        default=None,
-        description="Where the topic list's vectors are kept, per embedding model (default: "
-        "RAG_HOME/topics). Indexes that share one folder embed the list once.",
+        description="Decline a question that the fitted relevance model (rag/relevance.py) "
+        "judges no indexed paper answers; false: always answer from the closest papers.",
     )
 
 

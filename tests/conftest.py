@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
 import gzip
@@ -10,7 +9,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -29,14 +27,6 @@ CORPUS = PROJECT_ROOT / "corpus"
 SHARED = PROJECT_ROOT.parent / "shared"
 ICML = SHARED / "corpora" / "icml2026_main.jsonl"
 ARTIFACTS = PROJECT_ROOT / "tests" / "artifacts"
-# Most tests build indexes in fresh homes; each would embed the topic list again (~9 s).
-# They share one cache for the run (child processes inherit it); tests of where ingest
-# writes drop it to see the default (RAG_HOME/topics). The process that makes it (pytest, or
-# its xdist controller, whose workers inherit it) removes it at exit.
-if "RAG_SEARCH_TOPICS_CACHE" not in os.environ:
-    _topics_cache = tempfile.mkdtemp(prefix="rag-test-topics-")
-    os.environ["RAG_SEARCH_TOPICS_CACHE"] = _topics_cache
-    atexit.register(shutil.rmtree, _topics_cache, ignore_errors=True)
 fake_embed.register()
 
 # The slow tier is every test that touches a real part: these fixtures hold the real
@@ -332,23 +322,10 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, embed: Embed
             shutil.rmtree(shared, ignore_errors=True)
             settings = Settings(home=shared / "home", embed=embed)
             PaperIndex(settings).ingest([CORPUS], progress=False)
-            if embed.model == fake_embed.NAME:
-                calibrate_fake(settings)
             (shared / "done").touch()
     home = tmp_path_factory.mktemp(name) / "home"
     shutil.copytree(shared / "home", home)
     return home
-
-
-def calibrate_fake(settings: Settings) -> None:
-    """The hashing embedder's abstention, fitted like any model's (`python -m evals.calibrate`)
-    and written into the index's home, where rag.abstain looks first."""
-    from evals.calibrate import calibrate
-    from rag.index import PaperIndex
-    from rag.retrieve import Retriever
-
-    calibration, _ = calibrate(Retriever(PaperIndex(settings)), cross_validate=False)
-    calibration.save(settings.home / "calibration" / f"{calibration.model_key}.json")
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ from rag.verify import strip_citations
 from rag.writers import ExtractiveWriter
 
 from .conftest import CORPUS, FAKE_ENV, LlamaServer, call_cli, free_port, run_cli
+from .stand_ins import Judged
 
 
 @dataclass
@@ -125,6 +126,35 @@ def test_wrong_citation_is_repaired_to_the_supporting_source(fake_seed: Settings
     assert by_n[s.citations[0]] == "TimeSAE" and s.supported
 
 
+def test_a_claim_about_one_paper_in_another_s_words_is_misattributed(
+    fake_seed: Settings,
+) -> None:
+    # "TimeSAE builds on <another source's sentence> [n]": the other source supports the words,
+    # not the claim about TimeSAE, and does not name TimeSAE.
+    question = "sparse autoencoders for time series"
+    first = answerer(fake_seed, "TimeSAE explains time series models [1].")[0].ask(question)
+    other = next(
+        s
+        for s in first.sources
+        if s.paper.display_name != "TimeSAE" and "TimeSAE" not in s.paper.abstract
+    )
+    own = next(s for s in first.sources if s.paper.display_name == "TimeSAE")
+    said = own.paper.abstract.split(". ")[0].rstrip(".")
+    copied = other.paper.abstract.split(". ")[0].rstrip(".")
+    reply = (
+        f"{said} [{own.n}]. "
+        f"TimeSAE builds on the finding that {copied[0].lower()}{copied[1:]} [{other.n}]."
+    )
+    answer = answerer(fake_seed, reply)[0].ask(question)
+    s = answer.sentences[1]
+    assert answer.sentences[0].supported
+    assert not s.supported and "misattributed: names TimeSAE" in s.note
+    # The same words said of the paper that wrote them are its claim, and pass.
+    name = other.paper.display_name
+    fair = f"{name} builds on the finding that {copied[0].lower()}{copied[1:]} [{other.n}]."
+    assert answerer(fake_seed, fair)[0].ask(question).sentences[0].supported
+
+
 def test_unsupported_sentences_are_flagged_or_dropped(seed_readonly: Settings) -> None:
     reply = (
         "FS-DFM delivers up to 128× faster sampling than a 1,024-step baseline [1]. "
@@ -144,11 +174,14 @@ def test_a_paper_said_to_be_on_the_asked_topic_must_write_it(seed_readonly: Sett
     # A small model puts the topic asked for onto whatever paper it was given: KECode edits
     # code LLMs, translation among their tasks; it is not about translating between languages.
     what = "KECode edits the knowledge of code LLMs [1]."
-    reply = f"KECode is about machine translation [1]. {what}"
-    asked = answerer(seed_readonly, reply)[0].ask("which papers are about machine translation?")
+    question = "which papers are about machine translation?"
+    a = answerer(seed_readonly, what)[0]
+    asked = a.ask(question)
     assert not asked.framing and not asked.abstained
-    assert [s.supported for s in asked.sentences] == [False, True], asked.sentences
-    assert "unsupported" in asked.sentences[0].note
+    kecode = next(s.paper for s in asked.sources if s.paper.display_name == "KECode")
+    topic = a.verifier.check("KECode is about machine translation.", [kecode], question, False)
+    assert not topic.supported, topic
+    assert a.verifier.check(what, [kecode], question, False).supported
     # Of the paper a question names, its words said back are framing: the claim is
     # judged on the rest.
     named = answerer(seed_readonly, what)[0].ask("what does KECode do to code models?")
@@ -230,9 +263,10 @@ def test_a_partly_unsupported_answer_is_redrafted_and_the_verifier_keeps_the_bet
 
 def test_no_answer_abstains_without_calling_the_llm(fake_seed: Settings) -> None:
     a, backend = answerer(fake_seed, "should never be asked")
+    a.retriever.relevance = Judged({"trajectori", "autonom", "drive"})
     answer = a.ask("trajectory prediction for autonomous driving")
     assert answer.abstained and backend.prompts == [] and answer.sentences == []
-    assert answer.text.startswith("The indexed abstracts don't cover this question")
+    assert answer.text.startswith("None of the indexed papers answers this")
 
 
 def test_a_track_no_track_is_called_is_answered_with_the_areas_there_are(
@@ -249,44 +283,25 @@ def test_a_track_no_track_is_called_is_answered_with_the_areas_there_are(
     )
 
 
-def test_full_text_details_are_not_invented(seed_readonly: Settings) -> None:
+def test_what_no_abstract_answers_is_declined_in_plain_words_with_the_closest_papers(
+    seed_readonly: Settings,
+) -> None:
     a, backend = answerer(seed_readonly, "It used 8 A100 GPUs [1].")
-    answer = a.ask("What GPUs was TimeSAE trained on?")
-    assert answer.abstained and backend.prompts == []
-    # Of the paper it names, which is listed first.
-    assert answer.text.startswith("The abstract of TimeSAE doesn't state this (GPUs)")
-    assert "full paper" in answer.text and answer.sources[0].paper.display_name == "TimeSAE"
-    # Of no paper in particular, the closest abstracts.
-    unnamed = a.ask("What GPUs were the sparse autoencoders for time series trained on?")
-    assert unnamed.abstained and "full paper" in unnamed.text
-    why = a.ask("Why do sparse autoencoder features differ from one random seed to the next?")
-    # A "why" question naming a detail goes to the model; its reply is then checked as any is.
-    assert backend.prompts and "full paper" not in why.text and why.reason != answer.reason
-
-
-def test_a_kind_of_data_no_close_paper_works_on_is_said_so(seed_readonly: Settings) -> None:
-    a, backend = answerer(seed_readonly, "Speech is watermarked [1].")
-    answer = a.ask("Is there work on watermarking synthetic speech?")
-    assert answer.abstained and backend.prompts == []
-    assert answer.text.startswith("None of the papers closest to the question works on speech")
-    assert answer.sources and "watermark" in answer.sources[0].paper.abstract.lower()
-
-
-def test_a_false_premise_about_a_named_paper_is_not_answered(seed_readonly: Settings) -> None:
-    a, backend = answerer(seed_readonly, "TimeSAE removes watermarks [1].")
-    answer = a.ask("How does TimeSAE handle image watermarking?")
-    assert answer.abstained and backend.prompts == []
-    assert answer.text.startswith("The abstract of TimeSAE never mentions watermarking")
-    assert [s.paper.display_name for s in answer.sources][:1] == ["TimeSAE"]
-    # Nor one the paper states only to deny it.
-    answer = a.ask("Which fine-tuning recipe does SteerMoE follow?")
-    assert answer.abstained and backend.prompts == []
-    assert answer.text.startswith("The abstract of SteerMoE says it works without fine-tuning")
-    # Nor one it states the other way round: its own sentence says so.
-    answer = a.ask("Why do Rudolph et al. find that CFR-based methods beat PPO?")
-    assert answer.abstained and backend.prompts == []
-    assert answer.text.startswith("The question assumes 'beat', but the abstract of Rudolph")
-    assert "fail to outperform generic policy gradient methods.\u201d" in answer.text
+    # A detail only the full paper would give, data no close paper works on, a topic the
+    # named paper never touches: no model call, and the closest papers to look at.
+    for question, closest in (
+        ("What GPUs was TimeSAE trained on?", "TimeSAE"),
+        ("Is there work on watermarking synthetic speech?", None),
+        ("How does TimeSAE handle image watermarking?", "TimeSAE"),
+    ):
+        answer = a.ask(question)
+        assert answer.abstained and backend.prompts == [], question
+        assert answer.text.startswith("None of the indexed papers answers this"), question
+        assert answer.text.endswith("The closest papers are listed below.")
+        assert not any(c.isdigit() for c in answer.text), question  # no scores
+        assert answer.sources
+        if closest:
+            assert closest in [s.paper.display_name for s in answer.sources], question
 
 
 def test_the_model_is_never_asked_to_refuse(fake_seed: Settings) -> None:
@@ -483,6 +498,8 @@ def test_answer_shapes_follow_what_the_question_asks(fake_seed: Settings) -> Non
         "Why does FS-DFM need few steps?": Shape.EXPLAIN,
         "Which papers use sparse autoencoders?": Shape.LIST,
     }
+    # Which papers a list holds is the relevance model's call: here a stand-in's.
+    a.retriever.relevance = Judged({"spars", "autoencod"})
     for question, shape in shapes.items():
         assert a.ask(question).shape is shape, question
 
@@ -671,10 +688,11 @@ def test_openai_compatible_endpoint(llama_server: LlamaServer, planted_home: Pat
 
 
 def test_a_second_citation_that_supports_nothing_is_dropped(seed_readonly: Settings) -> None:
-    reply = "FS-DFM delivers up to 128× faster sampling than a 1,024-step baseline [1][2]."
-    a, _ = answerer(seed_readonly, reply)
-    answer = a.ask("By how much does FS-DFM beat a 1,024-step baseline on speed?")
+    question = "How does FS-DFM compare with SPA-Cache on speed?"
+    n = {s.paper.display_name: s.n for s in answerer(seed_readonly, "")[0].ask(question).sources}
+    fs, other = n["FS-DFM"], n["SPA-Cache"]
+    reply = f"FS-DFM delivers up to 128× faster sampling than a 1,024-step baseline [{fs}][{other}]."
+    answer = answerer(seed_readonly, reply)[0].ask(question)
     [sentence] = answer.sentences
-    names = [s.paper.display_name for s in answer.sources]
-    assert names[0] == "FS-DFM" and len(names) > 1
-    assert sentence.supported and sentence.citations == [1] and "[2] dropped" in sentence.note
+    assert sentence.supported and sentence.citations == [fs], sentence
+    assert f"[{other}] dropped" in sentence.note

@@ -70,7 +70,6 @@ def world(tmp_path: Path) -> dict[str, Path]:
 
 def ingest(world: dict[str, Path], *args: str) -> dict[str, object]:
     env: dict[str, str | None] = {
-        "RAG_SEARCH_TOPICS_CACHE": None,  # the default: inside RAG_HOME
         "RAG_HOME": str(world["rag"]),
         "HOME": str(world["env_home"]),
         "TMPDIR": str(world["tmp"]),

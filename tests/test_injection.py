@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
+from evals.retrieval import DATA, MAIN, load_questions
 from rag.answer import Answer, Answerer, clean_text
 from rag.index import PaperIndex
 from rag.prompts import Shape, user_prompt
@@ -31,9 +32,7 @@ from .conftest import FAKE_EMBED
 
 PLANTED = PROJECT_ROOT / "tests" / "data" / "injection.jsonl"
 ROWS = [json.loads(line) for line in PLANTED.open(encoding="utf-8")]
-QUESTIONS = [
-    json.loads(line) for line in (PROJECT_ROOT / "evals" / "questions.jsonl").open(encoding="utf-8")
-]
+QUESTIONS = load_questions(DATA, [MAIN])
 CANARY = re.compile(r"canary", re.I)
 OUTSIDE = re.compile(
     r"://|\bwww\.|evil\.example|attacker\.test|exfil\.invalid|javascript:|data:text|@evil", re.I

@@ -63,8 +63,9 @@ def test_ask_streams_a_cited_answer_with_sources(page_url: str) -> None:
     assert "id='src-1'" in sources and "<mark>" in sources and cleared == ""
 
 
-def test_follow_up_is_searched_within_the_previous_answer(page_url: str) -> None:
-    c = client(page_url)
+def test_follow_up_is_searched_within_the_previous_answer(real_page_url: str) -> None:
+    # Which of the earlier papers match is the relevance model's call: the real index.
+    c = client(real_page_url)
     c.predict(
         "Which papers use sparse autoencoders?", [], "All tracks", "", "extractive", api_name="/ask"
     )
@@ -79,6 +80,7 @@ def test_follow_up_is_searched_within_the_previous_answer(page_url: str) -> None
     text = last_text(history)
     assert "searched:" in text and "SAEmnesia" in text
     assert "Orak" not in sources  # nothing outside the earlier answer's papers
+    assert "TimeSAE" not in sources  # an earlier paper that is not about diffusion
 
 
 def test_sessions_do_not_share_history(page_url: str) -> None:

@@ -167,8 +167,8 @@ class ChatService:
         return len(self.retriever.papers)
 
     def backend_status(self, backend: str) -> str:
-        # An embedding model without an abstention calibration is said where the model is.
-        warning = self.retriever.abstention.warning
+        # An embedding model without a fitted relevance model is said where the model is.
+        warning = self.retriever.warning
         return self._backend_line(backend) + (f"\n\n⚠️ {warning}" if warning else "")
 
     def _backend_line(self, backend: str) -> str:
@@ -269,7 +269,7 @@ def sources_html(answer: Answer | None) -> str:
         cards.insert(
             0,
             f"<p class='source-meta' id='sources-count'>{n} indexed paper{'s' if n != 1 else ''}"
-            f" mention{'s' if n == 1 else ''} the topic; the best-ranked come first.</p>",
+            f" {'is' if n == 1 else 'are'} about this; the most relevant come first.</p>",
         )
     return "\n".join(cards)
 
