@@ -2,7 +2,8 @@
 
 "and which of those use diffusion?" asks about the papers of the previous answer, so it is
 searched within them (a constraint a small model's rewrite tends to drop, so rules keep it);
-"how fast is it?" after an answer about one paper names that paper. Only a follow-up that no
+"how fast is it?" after an answer about one paper names that paper, and after one about several
+asks it of each of them. Only a follow-up that no
 rule makes standalone is condensed by the model (LlamaIndex's condense-question prompt), and
 the time that costs is in the answer's timings (`condense_ms`); the extractive writer has no
 model, and keeps the question as asked.
@@ -71,6 +72,10 @@ class Conversation:
         cited = named if len(named) == 1 else last.citations or last.sources[:1]
         if len(cited) == 1 and f.about_it:
             return replace_it(question, cited[0].paper.display_name), None
+        if len(cited) > 1 and f.about_it:
+            # "it" after an answer about several papers does not say which: the answer covers
+            # each of them, searched within them (the model's rewrite would pick a list line).
+            return replace_it(question, "each of these papers"), {s.paper.id for s in cited}
         return question, None
 
     def ask(self, answerer: Answerer, question: str, **kwargs: object) -> tuple[Answer, str]:
