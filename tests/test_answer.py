@@ -691,7 +691,8 @@ def test_a_second_citation_that_supports_nothing_is_dropped(seed_readonly: Setti
     question = "How does FS-DFM compare with SPA-Cache on speed?"
     n = {s.paper.display_name: s.n for s in answerer(seed_readonly, "")[0].ask(question).sources}
     fs, other = n["FS-DFM"], n["SPA-Cache"]
-    reply = f"FS-DFM delivers up to 128× faster sampling than a 1,024-step baseline [{fs}][{other}]."
+    claim = "FS-DFM delivers up to 128× faster sampling than a 1,024-step baseline"
+    reply = f"{claim} [{fs}][{other}]."
     answer = answerer(seed_readonly, reply)[0].ask(question)
     [sentence] = answer.sentences
     assert sentence.supported and sentence.citations == [fs], sentence
