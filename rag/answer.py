@@ -733,7 +733,12 @@ class Answerer:
                     verdict = self.verifier.check(
                         body, [by_n[n].paper for n in cited], question, framing
                     )
-            if verdict.supported:
+                    # A dropped paper the sentence names leaves a claim about it unsupported
+                    # by its own abstract ("A and B both ...").
+                    wrong = misattributed(
+                        body, [by_n[n].paper for n in cited], [s.paper for s in sources]
+                    )
+            if verdict.supported and not wrong:
                 return Sentence(body, cited, True, verdict.score, verdict.evidence, note)
         # Wrong or missing citation: the source that does support it, if any, is cited instead
         # (post-hoc attribution: a small model often writes the right sentence, uncited).

@@ -155,6 +155,24 @@ def test_a_claim_about_one_paper_in_another_s_words_is_misattributed(
     assert answerer(fake_seed, fair)[0].ask(question).sentences[0].supported
 
 
+def test_a_paper_named_beside_the_one_that_says_it_is_misattributed(
+    seed_readonly: Settings,
+) -> None:
+    # "[a] and [b] both ..." in b's words: [a]'s citation supports nothing and is dropped,
+    # which leaves a claim about paper a that its own abstract does not make.
+    question = "What do the papers on transformer attention find?"
+    first = answerer(seed_readonly, "")[0].ask(question)
+    assert len(first.sources) >= 2
+    other, sayer = first.sources[0], first.sources[1]
+    words = sayer.paper.abstract.split(". ")[1].rstrip(".")
+    found = f"{words[0].lower()}{words[1:]}"
+    reply = f"{words} [{sayer.n}]. [{other.n}] and [{sayer.n}] both find that {found}."
+    answer = answerer(seed_readonly, reply)[0].ask(question)
+    named = [s for s in answer.sentences if other.paper.display_name in s.text]
+    assert named and not any(s.supported for s in named), answer.sentences
+    assert any("misattributed" in s.note for s in named)
+
+
 def test_unsupported_sentences_are_flagged_or_dropped(seed_readonly: Settings) -> None:
     reply = (
         "FS-DFM delivers up to 128× faster sampling than a 1,024-step baseline [1]. "
