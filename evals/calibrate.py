@@ -45,7 +45,6 @@ from rag.relevance import (
 )
 from rag.retrieve import Retriever
 from rag.settings import PROJECT_ROOT
-from rag.text import terms
 
 K = 5
 
@@ -85,8 +84,7 @@ def collect(
         gold = frozenset(gold_for(q, retriever, papers, scale))
         parsed = retriever.parse(q["question"])
         if parsed.authors or parsed.tracks:
-            meta = set(parsed.meta_words) | {w for a in parsed.authors for w in a.split()}
-            said = [t for t, w in terms(q["question"]) if w not in meta]
+            said = retriever.topic_terms(parsed)
             allowed = retriever._allowed(parsed) or set()
             listing = q["type"] in ("author", "track") and q["answerable"] and gold == allowed
             topics.append(

@@ -302,12 +302,12 @@ class Retriever:
         if meta and q.unknown_author:
             reason = f"no indexed paper lists {q.unknown_author!r} as an author"
             return Retrieval(text, [], True, reason, "author")
-        authors = self._vocab.author_names(self._allowed(q) or (), q.authors) if meta else []
+        allowed = self._allowed(q) if meta else None
+        authors = self._vocab.author_names(allowed or (), q.authors) if meta else []
         tracks = list(q.tracks) if meta else []
         if meta and q.unknown_track:
             reason = f"no indexed track is called {q.unknown_track!r}"
             return Retrieval(text, [], True, reason, "track", authors)
-        allowed = self._allowed(q) if meta else None
         if allowed is not None and not q.explicit and q.asks.value == "compare":
             # A comparison's sides may be picked out differently: one by its authors, one by
             # its own name ("Smith et al. versus TimeSAE").
@@ -345,11 +345,15 @@ class Retriever:
         bm25 = self._bm25
         if model is None or bm25 is None:
             return False  # nothing weighs the words: the list, which is exact
-        meta = set(q.meta_words) | {w for a in q.authors for w in a.split()}
-        said = [(t, w) for t, w in terms(q.text) if w not in meta]
         n = len(bm25.corpus)
-        heaviest = max((model.terms.weigh(t, self._df(t), n) for t, _ in said), default=0.0)
-        return heaviest >= model.topic_from
+        weights = (model.terms.weigh(t, self._df(t), n) for t in self.topic_terms(q))
+        return max(weights, default=0.0) >= model.topic_from
+
+    @staticmethod
+    def topic_terms(q: Query) -> list[str]:
+        """The question's terms besides the words that named its authors or tracks."""
+        meta = set(q.meta_words) | {w for a in q.authors for w in a.split()}
+        return [t for t, w in terms(q.text) if w not in meta]
 
     def _follow_up(
         self, q: Query, k: int, allowed: set[str] | None, authors: list[str], tracks: list[str]
