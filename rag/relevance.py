@@ -282,9 +282,12 @@ def question_keys(ev: Evidence) -> list[str]:
     return keys
 
 
-def question_features(ev: Evidence, weights: TermWeights, words_logit: float) -> np.ndarray:
-    """QUESTION_FEATURES: the closest candidate's, the best-covering one's, the rest."""
-    f = candidate_features(ev, weights)
+def question_features(
+    ev: Evidence, weights: TermWeights, words_logit: float, f: np.ndarray | None = None
+) -> np.ndarray:
+    """QUESTION_FEATURES: the closest candidate's, the best-covering one's, the rest (`f`:
+    the candidates' features, when already computed)."""
+    f = candidate_features(ev, weights) if f is None else f
     if not len(f):
         return np.zeros(len(QUESTION_FEATURES))
     col = {name: n for n, name in enumerate(CANDIDATE_FEATURES)}
@@ -452,10 +455,15 @@ class RelevanceModel:
         """P(relevant) of each candidate."""
         return self.candidates.proba(candidate_features(ev, self.terms))
 
-    def answerability(self, ev: Evidence) -> float:
+    def answerability(self, ev: Evidence, f: np.ndarray | None = None) -> float:
         """P(the collection answers the question)."""
-        x = question_features(ev, self.terms, self.words.logit(question_keys(ev)))
+        x = question_features(ev, self.terms, self.words.logit(question_keys(ev)), f)
         return float(self.answerable.proba(x[None, :])[0])
+
+    def judge(self, ev: Evidence) -> tuple[np.ndarray, float]:
+        """Both at once, the candidates' features computed once: what retrieval reads."""
+        f = candidate_features(ev, self.terms)
+        return self.candidates.proba(f), self.answerability(ev, f)
 
     # ------------------------------------------------------------------ fitting
 

@@ -423,8 +423,7 @@ class Retriever:
             )
             found.signals = {"calibrated": 0.0} if mode == "hybrid" else {}
             return found
-        p = model.relevance(ev)
-        answerable = model.answerability(ev)
+        p, answerable = model.judge(ev)
         order = np.argsort(-p, kind="stable")
         found.signals = {
             "relevance": round(answerable, 4),

@@ -31,5 +31,8 @@ class Judged(RelevanceModel):
     def relevance(self, ev: Evidence) -> np.ndarray:
         return 0.9 * self._writes(ev) + 0.05
 
-    def answerability(self, ev: Evidence) -> float:
+    def answerability(self, ev: Evidence, f: np.ndarray | None = None) -> float:
         return float(self._writes(ev).max(initial=0.0))
+
+    def judge(self, ev: Evidence) -> tuple[np.ndarray, float]:
+        return self.relevance(ev), self.answerability(ev)

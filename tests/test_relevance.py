@@ -179,6 +179,9 @@ def test_model_files_round_trip_and_are_found_home_first(tmp_path: Path) -> None
         ev = samples(1, seed=5)[0].evidence
         assert found.answerability(ev) == pytest.approx(model.answerability(ev))
         assert np.allclose(found.relevance(ev), model.relevance(ev))
+        p, answerable = found.judge(ev)
+        assert np.allclose(p, model.relevance(ev))
+        assert answerable == pytest.approx(model.answerability(ev))
         assert found.info["note"] == "kept"
         # A home's own fit comes first; one for another model is skipped, with the reason.
         model.save(home / "calibration" / "key.relevance.json")
