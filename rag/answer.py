@@ -23,8 +23,16 @@ from typing import Any
 from rag.corpus import Paper
 from rag.excerpts import Excerpt, Excerpter
 from rag.intent import Asks
+from rag.judge import Reading
 from rag.llm import AnswerCutOff, Backend, BackendError
-from rag.prompts import EXAMPLES, Shape
+from rag.prompts import (
+    EXAMPLES,
+    PREMISE_ASK,
+    PREMISE_LEAD,
+    VERDICT_ASK,
+    VERDICT_LEADS,
+    Shape,
+)
 from rag.retrieve import Retrieval, Retriever
 from rag.sanitize import addresses_model, clean_text, source_sentences
 from rag.settings import Settings
@@ -39,11 +47,9 @@ from rag.text import (
 from rag.verify import (
     Verdict,
     Verifier,
-    affirmed,
     default_verifier,
     misattributed,
     names_paper,
-    negations,
     numbers,
     strip_citations,
     without_names,
@@ -63,6 +69,9 @@ __all__ = [
 ]
 
 NO_COVERAGE = "The indexed abstracts don't cover this question."
+# Answers about something the question takes as given, whose premise the model is asked
+# about before it writes (rag.judge); lists and recommendations assume nothing to check.
+PREMISED = (Shape.DETAIL, Shape.EXPLAIN, Shape.COMPARE)
 
 
 def unknown_track_text(asked: str, tracks: list[str]) -> str:
@@ -210,6 +219,9 @@ class Answer:
     items: list[Item] = field(default_factory=list)  # a list answer's papers, as shown
     more: int = 0  # matching papers beyond `items` (all of them are among the sources)
     verdict: str = ""  # yes | no | open, for a yes/no question the answer settles or not
+    # The model's reading of the evidence before it wrote (rag.judge), when it gave one:
+    # "verdict" (a yes/no question's answer) or "premise" (the question's premise contradicted).
+    read: str = ""
     # Who wrote the words: "model" (a model's own, verified), "extractive" (the sources'
     # sentences), "metadata" (a list from the index alone), "" (abstained).
     written_by: str = ""
@@ -240,6 +252,7 @@ class Answer:
             "written_by": self.written_by,
             "raw": self.raw,
             "verdict": self.verdict,
+            "read": self.read,
             "total": self.total or len(self.sources),
             "items": [i.to_dict() for i in self.items],
             "more": self.more,
@@ -323,6 +336,7 @@ class Answerer:
         self._writer = writer
         self._verifier = verifier
         self._excerpter: Excerpter | None = None
+        self._readings: dict[tuple[str, str], Reading] = {}
 
     @property
     def verifier(self) -> Verifier:
@@ -478,7 +492,12 @@ class Answerer:
                 f"{answer.total} indexed papers match; the answer draws on the closest "
                 f"{len(prompt_sources)}, and every match is listed with the sources."
             )
-        written = self._write(answer, draft, on_token)
+        try:
+            draft = self._read(answer, draft)
+        except BackendError as err:  # the model failed before writing: not asked again
+            written = self._fall_back(answer, draft, f"The LLM is unavailable ({err}).")
+        else:
+            written = self._write(answer, draft, on_token)
         self._check(answer, written, draft)
         if settings.redraft and written.own_words and 0 < _supported_share(answer) < 1:
             self._redraft(answer, draft)
@@ -509,6 +528,42 @@ class Answerer:
                 self._check(answer, self._fall_back(answer, retry, why), retry)
         if answer.shape is Shape.COMPARE and not answer.abstained:
             self._cover_compared(answer)
+
+    def _reading(self, kind: str) -> Reading:
+        model = self.writer.model
+        if (kind, model) not in self._readings:
+            self._readings[kind, model] = Reading.load(kind, model)
+        return self._readings[kind, model]
+
+    def _read(self, answer: Answer, draft: Draft) -> Draft:
+        """The model's reading of the evidence before it writes (rag.judge): a yes/no
+        question's verdict, or whether the sources contradict what the question assumes.
+        The answer is then asked to start with it, reusing all the model has read."""
+        if answer.shape is Shape.YESNO:
+            kind, ask = "verdict", VERDICT_ASK
+        elif answer.shape in PREMISED:
+            kind, ask = "premise", PREMISE_ASK
+        else:
+            return draft
+        started = time.perf_counter()
+        log_odds = self.writer.yes_log_odds(draft, ask)
+        if log_odds is None:
+            return draft
+        reading = self._reading(kind)
+        answer.timings["read_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        answer.signals[f"{kind}_p_yes"] = round(reading.p_yes(log_odds), 3)
+        if not reading.fitted and kind == "verdict":  # a premise read as holding changes nothing
+            answer.note = " ".join(
+                x for x in (answer.note, f"No {kind} fit for {reading.model}: its own choice.") if x
+            )
+        yes = reading.predict(log_odds)
+        if kind == "verdict":
+            answer.read, answer.verdict = kind, "yes" if yes else "no"
+            return replace(draft, instruction=VERDICT_LEADS[answer.verdict])
+        if not yes:  # the sources do not agree with what the question assumes
+            answer.read = kind
+            return replace(draft, instruction=PREMISE_LEAD)
+        return draft
 
     def _cover_compared(self, answer: Answer) -> None:
         """A comparison describes each paper the question names: one the answer does not
@@ -609,21 +664,28 @@ class Answerer:
         sentences: list[Sentence] = []
         for i, (raw, cited) in enumerate(parts):
             body = strip_citations(raw)
-            if i == 0 and answer.shape is Shape.YESNO and (m := _VERDICT.match(body)):
+            if i == 0 and answer.read and (m := _VERDICT.match(body)):
+                # The opening word is the reading's, made before the model wrote: what the
+                # model wrote after it is evidence, checked as any claim.
+                body = body[m.end() :].strip()
+                body = body[:1].upper() + body[1:]
+            if i == 0 and answer.read:
+                said = "Yes" if answer.verdict == "yes" else "No"
+                verdict = Sentence(f"{said}.", [], True, 0.0, kind="verdict")
+                if answer.read == "premise":
+                    verdict.note = "the sources contradict what the question assumes"
+                if _restates(body, answer.question):
+                    verdict.text = _end(f"{said}, {body}")
+                    sentences.append(verdict)
+                    continue
+                sentences.append(verdict)
+            elif i == 0 and answer.shape is Shape.YESNO and (m := _VERDICT.match(body)):
+                # No reading (the backend gave no log-probabilities): the model's own word.
                 answer.verdict = "yes" if m.group("yes") else "no" if m.group("no") else "open"
                 word = {"yes": "Yes", "no": "No", "open": "The sources do not settle this"}
                 verdict = Sentence(word[answer.verdict] + ".", [], True, 0.0, kind="verdict")
                 sentences.append(verdict)
                 body = body[m.end() :].strip()
-                if answer.verdict == "no" and self._contradicted(body, prompt_sources, answer):
-                    # A small model's "no" often negates the question while its source states
-                    # the very thing: what the source states answers it, yes.
-                    answer.verdict, said = "yes", affirmed(body)
-                    said = said[:1].lower() + said[1:] if said[:2].istitle() else said
-                    verdict.note = "the model's no negated what its source states"
-                    yes = f"Yes, {said}" if _restates(said, answer.question) else "Yes"
-                    verdict.text = _end(yes)
-                    continue
                 if _restates(body, answer.question):
                     # "No, SPA-Cache does not ...": the verdict in words, not evidence.
                     verdict.text = _end(f"{word[answer.verdict]}, {body}")
@@ -659,7 +721,11 @@ class Answerer:
         prompt_sources = [s for s in answer.sources if s.in_prompt]
         sentences = self._sentences(answer, written, prompt_sources)
         claims = [s for s in sentences if s.kind == "claim"]
-        if answer.verdict and not any(s.supported for s in claims) and draft.excerpts:
+        if (
+            (answer.verdict or answer.read)
+            and not any(s.supported for s in claims)
+            and draft.excerpts
+        ):
             # A verdict with no checked evidence: the sentence of the closest source that the
             # question needs is quoted as its evidence.
             first = draft.excerpts[0]
@@ -686,21 +752,14 @@ class Answerer:
             return
         if answer.verdict and not any(s.kind == "verdict" for s in sentences):
             answer.verdict = ""
+        if answer.read and not any(s.kind == "verdict" for s in sentences):
+            answer.read = ""
         answer.sentences = sentences
         answer.text = " ".join(_with_citations(s) for s in sentences)
         own = any(s.own_words and s.supported for s in claims) or (
-            answer.verdict != "" and written.own_words
+            (answer.verdict != "" or answer.read != "") and written.own_words
         )
         answer.written_by = "model" if own and not answer.failed else "extractive"
-
-    def _contradicted(self, body: str, sources: list[Source], answer: Answer) -> bool:
-        """Whether a "no" sentence adds a negation to the question, and a source supports
-        the same sentence without it."""
-        if not body or not negations(body) - negations(answer.question):
-            return False
-        papers = [s.paper for s in sources]
-        said = self.verifier.check(body, papers, answer.question)
-        return not said.supported and self.verifier.check(affirmed(body), papers).supported
 
     def _verified(
         self,

@@ -14,7 +14,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -47,6 +47,10 @@ BACKOFF_MAX = 4.0
 _RETRY_STATUS = {408, 409, 429}
 
 
+class NoReading(BackendError):
+    """The backend answered but gives no log-probabilities (not a failure: nothing to read)."""
+
+
 class _Unfinished(Exception):
     """The endpoint closed the stream before the model said it had finished."""
 
@@ -58,6 +62,15 @@ class Backend(Protocol):
     def stream(self, system: str, user: str) -> Iterator[str]:
         """Yields the answer's text as it is generated."""
         ...
+
+    def first_token(self, system: str, user: str, options: Sequence[str]) -> dict[str, float]:
+        """Each option's log-probability as the reply's first token, nothing generated;
+        raises BackendError when the backend cannot say."""
+        ...
+
+
+# How a backend reads first-token log-probabilities: (system, user, options) -> logprobs.
+Scorer = Callable[[str, str, Sequence[str]], dict[str, float]]
 
 
 def chatml(messages: Sequence[ChatMessage]) -> str:
@@ -86,7 +99,45 @@ class LlamaIndexBackend:
     retries: int = 0
     check_finish: bool = False
     cooldown: float = 0.0
+    scorer: Scorer | None = None
     _down: tuple[float, str] | None = field(default=None, init=False, repr=False)
+
+    def first_token(self, system: str, user: str, options: Sequence[str]) -> dict[str, float]:
+        """One request, retried and rested after as `stream` is; NoReading when the backend
+        gives no log-probabilities (it is then not asked for them again)."""
+        if self.scorer is None:
+            raise NoReading(f"the {self.name} backend gives no log-probabilities")
+        down = self._down
+        if down is not None and time.monotonic() < down[0]:
+            raise BackendError(f"{down[1]}; not asked again for {down[0] - time.monotonic():.0f}s")
+        with self.lock:
+            for attempt in range(self.retries + 1):
+                try:
+                    scores = self.scorer(system, user, options)
+                    self._down = None
+                    return scores
+                except NoReading:
+                    self.scorer = None
+                    raise
+                except Exception as err:  # as in stream: any client error means "no reading"
+                    self._failed(err, attempt)
+        raise AssertionError("unreachable: the last attempt raises")
+
+    def _failed(self, err: Exception, attempt: int) -> None:
+        """Waits before the next attempt, or raises BackendError (resting, if set)."""
+        asked = _asked_wait(err)
+        wait = _retry_wait(err, attempt, self.retries, asked)
+        if wait is None:
+            tries = f" after {attempt + 1} attempts" if attempt else ""
+            why = ""
+            if asked is not None and asked > MAX_RETRY_AFTER:
+                why = f" (the endpoint asks to wait {asked:.0f}s)"
+            message = f"{self.name} backend failed{tries}: {_describe(err)}{why}"
+            rest = max(self.cooldown, asked or 0.0) if self.cooldown else 0.0
+            if rest:
+                self._down = (time.monotonic() + rest, message)
+            raise BackendError(message) from err
+        time.sleep(wait)
 
     def stream(self, system: str, user: str) -> Iterator[str]:
         from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -117,19 +168,7 @@ class LlamaIndexBackend:
                     if received:
                         why = str(err) if isinstance(err, _Unfinished) else _describe(err)
                         raise AnswerCutOff(f"{self.name} backend: {why}") from err
-                    asked = _asked_wait(err)
-                    wait = _retry_wait(err, attempt, self.retries, asked)
-                    if wait is None:
-                        tries = f" after {attempt + 1} attempts" if attempt else ""
-                        why = ""
-                        if asked is not None and asked > MAX_RETRY_AFTER:
-                            why = f" (the endpoint asks to wait {asked:.0f}s)"
-                        message = f"{self.name} backend failed{tries}: {_describe(err)}{why}"
-                        rest = max(self.cooldown, asked or 0.0) if self.cooldown else 0.0
-                        if rest:
-                            self._down = (time.monotonic() + rest, message)
-                        raise BackendError(message) from err
-                    time.sleep(wait)
+                    self._failed(err, attempt)
 
 
 def _has_finish_reason(raw: Any) -> bool:
@@ -247,7 +286,49 @@ def _local(settings: LLMSettings) -> Backend:
     # Freed while the interpreter is whole: left to __del__ at exit, llama-cpp-python prints
     # "Exception ignored ... 'NoneType' object is not callable" after everything else.
     atexit.register(llm._model.close)
-    return LlamaIndexBackend("local", os.path.basename(path), llm, threading.Lock())
+    return LlamaIndexBackend(
+        "local", os.path.basename(path), llm, threading.Lock(), scorer=_llama_scorer(llm._model)
+    )
+
+
+def _llama_scorer(model: Any) -> Scorer:
+    """First-token log-probabilities from llama.cpp's logits for the prompt's last token.
+
+    Written here because llama-cpp-python gives logprobs only to a model made with
+    logits_all (a vocabulary-wide row per context position, 2.4 GB at 4,096 tokens); this
+    reads the one row the context keeps. The evaluated prefix shared with the last prompt
+    is kept, as `Llama.generate` keeps it, so the answer that follows reads only its tail.
+    """
+    import numpy as np
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+    def score(system: str, user: str, options: Sequence[str]) -> dict[str, float]:
+        prompt = chatml(
+            [
+                ChatMessage(role=MessageRole.SYSTEM, content=system),
+                ChatMessage(role=MessageRole.USER, content=user),
+            ]
+        )
+        tokens = model.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if len(tokens) >= model.n_ctx():
+            raise BackendError(f"the prompt ({len(tokens)} tokens) does not fit the context")
+        kept = 0
+        for a, b in zip(model.input_ids[: model.n_tokens], tokens[:-1], strict=False):
+            if a != b:
+                break
+            kept += 1
+        model.n_tokens = kept
+        model.eval(tokens[kept:])
+        logits = np.ctypeslib.as_array(model._ctx.get_logits(), shape=(model.n_vocab(),))
+        top = float(logits.max())
+        norm = top + float(np.log(np.exp(logits - top).sum()))
+        out = {}
+        for option in options:
+            first = model.tokenize(option.encode("utf-8"), add_bos=False, special=False)[0]
+            out[option] = float(logits[first]) - norm
+        return out
+
+    return score
 
 
 def _openai(settings: LLMSettings) -> Backend:
@@ -289,7 +370,37 @@ def _openai(settings: LLMSettings) -> Backend:
         retries=settings.retries,
         check_finish=True,
         cooldown=settings.cooldown,
+        scorer=_openai_scorer(llm),
     )
+
+
+# Top log-probabilities an OpenAI-compatible endpoint is asked for (20 is OpenAI's maximum).
+TOP_LOGPROBS = 20
+
+
+def _openai_scorer(llm: Any) -> Scorer:
+    """First-token log-probabilities from one-token chat completion's `top_logprobs`. An
+    option the endpoint does not list is given the least listed one, an upper bound."""
+
+    def score(system: str, user: str, options: Sequence[str]) -> dict[str, float]:
+        reply = llm._get_client().chat.completions.create(
+            model=llm.model,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            max_tokens=1,
+            temperature=0.0,
+            logprobs=True,
+            top_logprobs=TOP_LOGPROBS,
+        )
+        content = reply.choices[0].logprobs.content if reply.choices[0].logprobs else None
+        if not content or not content[0].top_logprobs:
+            raise NoReading("the endpoint gave no log-probabilities")
+        listed: dict[str, float] = {}
+        for t in content[0].top_logprobs:
+            listed[t.token] = max(listed.get(t.token, -math.inf), t.logprob)
+        floor = min(listed.values())
+        return {o: listed.get(o, floor) for o in options}
+
+    return score
 
 
 class _NoLock(AbstractContextManager[None]):

@@ -82,6 +82,20 @@ INSTRUCTIONS = {
     Shape.LIST: LIST_INSTRUCTION,
 }
 
+# What the model is asked before it answers (rag.judge): its first-token log-odds of "Yes"
+# over "No" to the answer's own prompt with this line in place of the shape's instruction,
+# so the answer that follows reuses everything the model has read but this line.
+VERDICT_ASK = INSTRUCTIONS[Shape.YESNO]
+PREMISE_ASK = "Do the sources agree with what the question assumes? Answer Yes or No."
+# The instruction once the reading is made: the answer starts with what the evidence says.
+VERDICT_LEADS = {
+    "yes": "Start with Yes, then give the evidence from the sources.",
+    "no": "Start with No, then give the evidence from the sources.",
+}
+PREMISE_LEAD = (
+    "The question assumes something the sources contradict. Start with No, then say what "
+    "the sources state instead, in one or two sentences."
+)
 
 # The redraft of an answer only some of whose sentences the sources support.
 STRICT = "Use only sentences the sources state, in their own words, each with its [n]."
@@ -113,7 +127,9 @@ def user_prompt(
     texts: Sequence[str],
     strict: bool = False,
     retry: bool = False,
+    instruction: str = "",
 ) -> str:
+    """The user message; `instruction`, when given, replaces the shape's."""
     question = quoted(clean_text(question))
     if retry and shape is not Shape.LIST:
         ask = f"Start with Yes or No, then {RETRY}" if shape is Shape.YESNO else RETRY.capitalize()
@@ -122,7 +138,7 @@ def user_prompt(
             + sources_block(numbers, papers, texts)
             + f"\n\n{ask}\nAnswer:"
         )
-    instruction = INSTRUCTIONS[shape] + (f" {STRICT}" if strict else "")
+    instruction = (instruction or INSTRUCTIONS[shape]) + (f" {STRICT}" if strict else "")
     if shape is Shape.LIST:
         # Each paper's own clause, to be shortened: a 1.5B copies whole sentences when asked
         # to describe papers, but shortens given lines well (evals/README.md).

@@ -231,22 +231,6 @@ def _negated(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z']+", text.lower()) if w in _NEGATIONS}
 
 
-negations = _negated
-
-# What a negated statement says without its negation: "X cannot Y" -> "X can Y".
-_UNNEGATE = [
-    (re.compile(r"\b(can)(?:not|'t)\b", re.I), r"\1"),
-    (re.compile(r"\b(does|do|is|are|did|was|were|has|have)n't\b", re.I), r"\1"),
-    (re.compile(r"\b(?:not|never)\s+", re.I), ""),
-]
-
-
-def affirmed(text: str) -> str:
-    for pattern, repl in _UNNEGATE:
-        text = pattern.sub(repl, text)
-    return " ".join(text.split())
-
-
 _VERIFIERS: dict[int, AlignmentVerifier] = {}
 
 

@@ -15,12 +15,12 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from rag.corpus import Paper
 from rag.excerpts import Excerpt
-from rag.llm import Backend, make_backend
+from rag.llm import Backend, NoReading, make_backend
 from rag.prompts import SYSTEM_PROMPT, Shape, user_prompt
 from rag.sanitize import clean_text
 from rag.settings import LLMSettings
@@ -50,6 +50,7 @@ class Draft:
     excerpts: tuple[Excerpt, ...]
     strict: bool = False  # a redraft of a partly supported answer: keep to the sources' words
     retry: bool = False  # the last try, after an answer none of whose sentences held
+    instruction: str = ""  # in place of the shape's (rag.prompts.VERDICT_LEADS, PREMISE_LEAD)
 
 
 @dataclass
@@ -79,6 +80,12 @@ class Writer(Protocol):
         """A short completion (a follow-up made standalone), or None without a model."""
         ...
 
+    def yes_log_odds(self, draft: Draft, ask: str) -> float | None:
+        """The model's first-token log-odds of "Yes" over "No", asked `ask` about the
+        draft's prompt; None without a model or when its backend cannot say; raises
+        rag.llm.BackendError when the model fails."""
+        ...
+
 
 class ModelWriter:
     """A model writes the answer: the shape's prompt, streamed through a backend."""
@@ -105,16 +112,7 @@ class ModelWriter:
         return self._backend is not None
 
     def write(self, draft: Draft, on_token: Callable[[str], None] | None = None) -> Written:
-        texts = [" ".join(e.sentences) for e in draft.excerpts]
-        user = user_prompt(
-            draft.question,
-            draft.shape,
-            draft.numbers,
-            draft.papers,
-            texts,
-            draft.strict,
-            draft.retry,
-        )
+        user = _prompt(draft)
         backend = self.backend
         started = time.perf_counter()
         chunks: list[str] = []
@@ -143,6 +141,30 @@ class ModelWriter:
     def rewrite(self, system: str, user: str) -> str | None:
         return "".join(self.backend.stream(system, user))
 
+    def yes_log_odds(self, draft: Draft, ask: str) -> float | None:
+        first_token = getattr(self.backend, "first_token", None)
+        if first_token is None:
+            return None
+        try:
+            lp = first_token(SYSTEM_PROMPT, _prompt(replace(draft, instruction=ask)), ("Yes", "No"))
+        except NoReading:
+            return None
+        return float(lp["Yes"] - lp["No"])
+
+
+def _prompt(draft: Draft) -> str:
+    texts = [" ".join(e.sentences) for e in draft.excerpts]
+    return user_prompt(
+        draft.question,
+        draft.shape,
+        draft.numbers,
+        draft.papers,
+        texts,
+        draft.strict,
+        draft.retry,
+        draft.instruction,
+    )
+
 
 class ExtractiveWriter:
     """No model: each source's sentence that the question needs, quoted and cited."""
@@ -166,6 +188,9 @@ class ExtractiveWriter:
         return Written(text, parts, own_words=False)
 
     def rewrite(self, system: str, user: str) -> str | None:
+        return None
+
+    def yes_log_odds(self, draft: Draft, ask: str) -> float | None:
         return None
 
 

@@ -63,6 +63,7 @@ class FakeOpenAI:
         self.cut_after = cut_after
         self.retry_after = retry_after
         self.requests = 0
+        self.readings = 0  # of the requests, those for first-token log-probabilities
         self.prompts: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -82,9 +83,10 @@ class FakeOpenAI:
         self._server.shutdown()
         self._server.server_close()
 
-    def _count(self, prompt: str) -> None:
+    def _count(self, prompt: str, reading: bool = False) -> None:
         with self._lock:
             self.requests += 1
+            self.readings += reading
             self.prompts.append(prompt)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -118,7 +120,7 @@ class FakeOpenAI:
                     return
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 prompt = "\n".join(str(m.get("content", "")) for m in request["messages"])
-                fake._count(prompt)
+                fake._count(prompt, bool(request.get("logprobs")))
                 mode = fake.mode
                 if mode == "hang":
                     fake._stop.wait()
@@ -206,6 +208,21 @@ def _completion(request: dict[str, Any], text: str) -> dict[str, Any]:
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
                 "finish_reason": "stop",
+                # Asked for them, the reply's first word at probability 1: no Yes, no No.
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": text.split(" ")[0],
+                            "logprob": 0.0,
+                            "bytes": None,
+                            "top_logprobs": [
+                                {"token": text.split(" ")[0], "logprob": 0.0, "bytes": None}
+                            ],
+                        }
+                    ]
+                }
+                if request.get("logprobs")
+                else None,
             }
         ],
     }

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,17 @@ from rag.answer import (
 )
 from rag.corpus import read_papers
 from rag.index import PaperIndex
-from rag.prompts import RETRY, STRICT, SYSTEM_PROMPT, Shape
+from rag.judge import FALSE_ALARMS, Reading
+from rag.prompts import (
+    PREMISE_ASK,
+    PREMISE_LEAD,
+    RETRY,
+    STRICT,
+    SYSTEM_PROMPT,
+    VERDICT_ASK,
+    VERDICT_LEADS,
+    Shape,
+)
 from rag.retrieve import Retriever
 from rag.settings import AnswerSettings, Settings
 from rag.text import split_sentences
@@ -497,13 +508,75 @@ def test_yes_no_answers_open_with_the_verdict_and_cite_evidence(fake_seed: Setti
     assert no.sentences[1].own_words and no.sentences[1].supported
 
 
-def test_a_no_that_negates_what_the_source_states_is_a_yes(fake_seed: Settings) -> None:
-    no = "No, SOTAlign does not recover a coarse shared geometry from limited paired data [1]."
-    a, _ = answerer(fake_seed, no)
+@dataclass
+class Reads(ScriptedBackend):
+    """A backend that also gives first-token log-probabilities: "Yes" at `yes`, "No" at 0."""
+
+    yes: float = 0.0
+    asked: list[str] = field(default_factory=list)
+
+    def first_token(self, system: str, user: str, options: Sequence[str]) -> dict[str, float]:
+        self.asked.append(user)
+        return {o: self.yes if o == "Yes" else 0.0 for o in options}
+
+
+def test_a_yes_no_verdict_is_the_models_reading_before_it_writes(fake_seed: Settings) -> None:
+    # The model wrote "No", but read the evidence as yes: the verdict is the reading, the
+    # answer was asked to start with it, and the model's sentence is only evidence.
+    backend = Reads("Yes. SOTAlign recovers a coarse shared geometry from limited paired data [1].")
+    backend.yes = 3.0
+    a, _ = answerer(fake_seed, "", backend)
     answer = a.ask("Does SOTAlign recover a coarse shared geometry from limited paired data?")
-    assert answer.verdict == "yes", answer.text
-    assert answer.text.startswith("Yes, SOTAlign does recover a coarse shared geometry")
-    assert "does not" not in answer.text and answer.sentences[1].supported
+    assert answer.read == "verdict" and answer.verdict == "yes", answer.text
+    assert VERDICT_ASK in backend.asked[0] and VERDICT_LEADS["yes"] in backend.prompts[0]
+    assert (
+        backend.asked[0].split(VERDICT_ASK)[0] == backend.prompts[0].split(VERDICT_LEADS["yes"])[0]
+    )
+    assert answer.text.startswith("Yes") and answer.sentences[1].supported
+    assert "No verdict fit for scripted" in answer.note  # no fit for this model: its own choice
+    backend = Reads("No. SOTAlign recovers a coarse shared geometry [1].")
+    backend.yes = -3.0
+    answer = answerer(fake_seed, "", backend)[0].ask("Does SOTAlign use paired data only?")
+    assert answer.verdict == "no" and VERDICT_LEADS["no"] in backend.prompts[0]
+
+
+def test_a_contradicted_premise_is_answered_no_first(fake_seed: Settings) -> None:
+    backend = Reads("No. FS-DFM delivers up to 128× faster sampling [1].")
+    backend.yes = -2.0
+    a, _ = answerer(fake_seed, "", backend)
+    answer = a.ask("Why is FS-DFM's sampling slower than the 1,024-step baseline?")
+    assert answer.shape is Shape.EXPLAIN and answer.read == "premise"
+    assert PREMISE_ASK in backend.asked[0] and PREMISE_LEAD in backend.prompts[0]
+    assert answer.text.startswith("No. FS-DFM delivers up to 128")
+    assert answer.sentences[0].kind == "verdict" and answer.sentences[1].supported
+    # Read as holding, the premise changes nothing: the shape's own instruction.
+    backend = Reads("FS-DFM delivers up to 128× faster sampling [1].")
+    backend.yes = 2.0
+    answer = answerer(fake_seed, "", backend)[0].ask("Why is FS-DFM's sampling fast?")
+    assert answer.read == "" and PREMISE_LEAD not in backend.prompts[0]
+    assert answer.sentences[0].kind == "claim"
+
+
+def test_readings_are_fitted_saved_and_loaded(tmp_path: Path) -> None:
+    reading = Reading.fit(
+        "verdict",
+        "m.gguf",
+        [-2.0, -1.0, -0.5, 0.5, 1.0, 2.0] * 3,
+        [False, False, True, False, True, True] * 3,
+    )
+    assert reading.fitted and reading.p_yes(2.0) > 0.5 > reading.p_yes(-2.0)
+    loaded = Reading.load("verdict", "m.gguf", reading.save(tmp_path).parent)
+    assert loaded == reading and loaded.features == ("yes_log_odds",)
+    missing = Reading.load("premise", "m.gguf", tmp_path)
+    assert not missing.fitted and missing.predict(0.1) and not missing.predict(-0.1)
+    # Told which questions are ordinary (their answer is yes), the cut lets at most
+    # FALSE_ALARMS of them fall under it.
+    ordinary = [0.1 * i for i in range(-20, 60)]
+    strict = Reading.fit("premise", "m.gguf", [-2.0, 2.0] * 5, [False, True] * 5, ordinary)
+    flagged = sum(not strict.predict(x) for x in ordinary)
+    assert strict.cut <= 0.5 and flagged <= FALSE_ALARMS * len(ordinary)
+    with pytest.raises(ValueError, match="both yes and no"):
+        Reading.fit("verdict", "m.gguf", [1.0, 2.0], [True, True])
 
 
 def test_answer_shapes_follow_what_the_question_asks(fake_seed: Settings) -> None:
@@ -715,3 +788,31 @@ def test_a_second_citation_that_supports_nothing_is_dropped(seed_readonly: Setti
     [sentence] = answer.sentences
     assert sentence.supported and sentence.citations == [fs], sentence
     assert f"[{other}] dropped" in sentence.note
+
+
+def test_first_token_readings_agree_in_process_and_served(llama_server: LlamaServer) -> None:
+    """The same 0.5B read in-process (llama.cpp's logits, the evaluated prefix kept) and
+    through a real OpenAI-compatible server (top_logprobs) gives the same log-probabilities."""
+    from rag.llm import make_backend
+    from rag.settings import LLMSettings
+
+    served = make_backend(
+        LLMSettings(backend="openai", base_url=llama_server.url, model=llama_server.model)
+    )
+    local = make_backend(LLMSettings(backend="local", local_model="qwen2.5-coder-0.5b"))
+    sources = (
+        'Sources:\n[1] "FS-DFM"\n"""\nFS-DFM samples up to 128 times faster than the '
+        '1,024-step baseline.\n"""\n\nQuestion: "Is FS-DFM faster than the baseline?"\n'
+    )
+    ask, other = VERDICT_ASK + "\nAnswer:", "Answer in two or three sentences.\nAnswer:"
+    first = local.first_token(SYSTEM_PROMPT, sources + ask, ("Yes", "No"))
+    # Another prompt on the same prefix, then the first again: the kept prefix is reused
+    # and nothing of the other prompt's tail is left in the reading.
+    local.first_token(SYSTEM_PROMPT, sources + other, ("Yes", "No"))
+    again = local.first_token(SYSTEM_PROMPT, sources + ask, ("Yes", "No"))
+    remote = served.first_token(SYSTEM_PROMPT, sources + ask, ("Yes", "No"))
+    for option in ("Yes", "No"):
+        # (batching the prompt differently moves a quantised model's logits by a few hundredths)
+        assert first[option] < 0 and abs(first[option] - again[option]) < 0.1
+        assert abs(first[option] - remote[option]) < 0.3, (first, remote)
+    assert math.exp(first["Yes"]) + math.exp(first["No"]) <= 1.0 + 1e-6

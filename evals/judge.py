@@ -1,0 +1,223 @@
+"""The model's yes/no readings (rag.judge): fitted on labelled questions, and measured.
+
+    python -m evals.judge --fit                  # verdict and premise fits for the local model
+    python -m evals.judge --measure evals/data/premises.jsonl   # whole answers, premise rows
+
+`--fit` asks each labelled question as the answer path would, up to the model's reading,
+and writes nothing but the reading: verdicts from the yes/no questions of
+`evals/data/questions.jsonl` with a `label` (at 60 papers and at ICML scale), premises from
+`evals/data/premises.jsonl` (false-premise questions and their true twins). It prints the
+leave-one-out agreement of each fit and writes the fits into rag/calibration/.
+
+`--measure` answers every question of a premise file with the model and counts, for the
+false-premise questions, those whose answer says the premise does not hold (a reading of
+"premise", or a "no" verdict) and those answered as if it held with a supported claim; for
+their true twins, those wrongly said not to hold. Figures carry Wilson 95% intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from evals.retrieval import DATA, ICML, MAIN, PROJECT_ROOT, build, load_questions
+from rag.answer import Answer
+from rag.engine import Engine
+from rag.judge import Reading
+from rag.settings import Settings
+from rag.writers import Draft, ExtractiveWriter, Writer, Written, make_writer
+
+PREMISES = DATA.with_name("premises.jsonl")
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    if n == 0:
+        return (math.nan, math.nan)
+    z, p = 1.96, k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(centre - half, 3), round(centre + half, 3))
+
+
+class ReadOnly:
+    """A writer that gives the model's readings but writes nothing: the sources' sentences
+    stand in for the answer, so a fit costs one reading per question, not a generation."""
+
+    name = "read-only"
+
+    def __init__(self, inner: Writer) -> None:
+        self.inner = inner
+        self.read: list[float] = []
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @property
+    def loaded(self) -> bool:
+        return self.inner.loaded
+
+    def write(self, draft: Draft, on_token: Callable[[str], None] | None = None) -> Written:
+        return ExtractiveWriter().write(draft, on_token)
+
+    def rewrite(self, system: str, user: str) -> str | None:
+        return None
+
+    def yes_log_odds(self, draft: Draft, ask: str) -> float | None:
+        x = self.inner.yes_log_odds(draft, ask)
+        if x is not None:
+            self.read.append(x)
+        return x
+
+
+def engines(settings: Settings, writer: Writer, scales: set[str]) -> dict[str, Engine]:
+    out = {}
+    for scale in sorted(scales):
+        retriever = build(scale)
+        out[scale] = Engine(
+            settings.model_copy(update={"home": retriever.index.settings.home}),
+            retriever=retriever,
+            writer=writer,
+        )
+    return out
+
+
+def readings(
+    rows: list[dict[str, Any]], kind: str, label: Callable[[dict[str, Any]], bool]
+) -> tuple[list[float], list[bool], str]:
+    settings = Settings()
+    writer = ReadOnly(make_writer(settings.llm))
+    scales = {r["scale"] for r in rows}
+    if "icml" in scales and not ICML.exists():
+        print(f"{ICML} is missing: ICML-scale questions left out", file=sys.stderr)
+        rows, scales = [r for r in rows if r["scale"] != "icml"], scales - {"icml"}
+    by_scale = engines(settings, writer, scales)
+    xs: list[float] = []
+    ys: list[bool] = []
+    for r in rows:
+        before = len(writer.read)
+        answer = by_scale[r["scale"]].ask(r["question"])
+        asked = "verdict_p_yes" if kind == "verdict" else "premise_p_yes"
+        if len(writer.read) > before and asked in answer.signals:
+            xs.append(writer.read[-1])
+            ys.append(label(r))
+    return xs, ys, writer.model
+
+
+def leave_one_out(
+    kind: str, model: str, xs: list[float], ys: list[bool], ordinary: list[float] | None
+) -> int:
+    right = 0
+    for i in range(len(xs)):
+        rest_x, rest_y = xs[:i] + xs[i + 1 :], ys[:i] + ys[i + 1 :]
+        right += Reading.fit(kind, model, rest_x, rest_y, ordinary).predict(xs[i]) == ys[i]
+    return right
+
+
+def fit(kinds: Sequence[str]) -> int:
+    sources: dict[str, tuple[list[dict[str, Any]], Callable[[dict[str, Any]], bool]]] = {
+        "verdict": (
+            [q for q in load_questions(DATA) if q.get("label") in ("yes", "no")],
+            lambda r: r["label"] == "yes",
+        ),
+        # "Yes" is "the sources agree with what the question assumes".
+        "premise": (load_questions(PREMISES), lambda r: r["premise_true"]),
+    }
+    # Ordinary questions, whose premises hold: the answerable explain, detail and compare
+    # questions of the main set at 60 papers.
+    ordinary = [
+        q
+        for q in load_questions(DATA, [MAIN])
+        if q["answerable"] and q["scale"] == "seed" and q["intent"] != "yesno"
+    ]
+    for kind in kinds:
+        rows, label = sources[kind]
+        started = time.perf_counter()
+        xs, ys, model = readings(rows, kind, label)
+        more = readings(ordinary, kind, lambda r: True)[0] if kind == "premise" else None
+        reading = Reading.fit(kind, model, xs, ys, more)
+        right = leave_one_out(kind, model, xs, ys, more)
+        own = sum((x > 0) == y for x, y in zip(xs, ys, strict=True))
+        path = reading.save()
+        said_no = [not reading.predict(x) for x, y in zip(xs, ys, strict=True) if not y]
+        print(
+            f"{kind}: {len(xs)} of {len(rows)} questions read ({sum(ys)} yes) in "
+            f"{time.perf_counter() - started:.0f}s; leave-one-out agreement "
+            f"{right / len(xs):.3f} {wilson(right, len(xs))}, the model's own choice "
+            f"{own / len(xs):.3f}; no-labelled answered no {sum(said_no)}/{len(said_no)}; "
+            f"P(yes) = sigmoid({reading.coef:.3f} x + {reading.intercept:.3f}), "
+            f"yes from {reading.cut:.3f} -> {path.relative_to(PROJECT_ROOT)}"
+        )
+        if more:
+            flagged = sum(not reading.predict(x) for x in more)
+            print(f"  ordinary questions answered no: {flagged}/{len(more)}")
+    return 0
+
+
+def premise_outcome(answer: Answer) -> str:
+    """corrected | as-if-true (a supported claim, no correction) | abstained."""
+    if answer.abstained:
+        return "abstained"
+    if answer.read == "premise" or answer.verdict == "no":
+        return "corrected"
+    return "as-if-true" if any(s.supported and s.kind == "claim" for s in answer.sentences) else ""
+
+
+def measure(path: Path, out: Path | None) -> int:
+    rows = load_questions(path)
+    settings = Settings()
+    engine = engines(settings, make_writer(settings.llm), {"seed"})["seed"]
+    results = []
+    for r in rows:
+        answer = engine.ask(r["question"])
+        results.append(
+            {
+                "id": r["id"],
+                "premise_true": r["premise_true"],
+                "outcome": premise_outcome(answer),
+                "gold_cited": any(s.paper.id in r["gold"] for s in answer.citations),
+                "answer": answer.text,
+                "timings": answer.timings,
+            }
+        )
+        print(json.dumps(results[-1], ensure_ascii=False), file=sys.stderr)
+    false = [x for x in results if not x["premise_true"]]
+    true = [x for x in results if x["premise_true"]]
+
+    def share(group: list[dict[str, Any]], outcome: str) -> str:
+        k = sum(x["outcome"] == outcome for x in group)
+        return f"{k / len(group):.3f} {wilson(k, len(group))} ({k}/{len(group)})"
+
+    print(f"{path.name}: {len(false)} false-premise questions, {len(true)} true twins")
+    print(f"  false premise corrected:          {share(false, 'corrected')}")
+    print(f"  false premise answered as if true: {share(false, 'as-if-true')}")
+    print(f"  false premise declined:           {share(false, 'abstained')}")
+    print(f"  true premise said not to hold:    {share(true, 'corrected')}")
+    if out:
+        out.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in results))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals.judge", description=__doc__)
+    parser.add_argument("--fit", nargs="*", choices=("verdict", "premise"), default=None)
+    parser.add_argument("--measure", type=Path, help="a premise file to answer and count")
+    parser.add_argument("--out", type=Path, help="with --measure: the answers, as JSON Lines")
+    args = parser.parse_args(argv)
+    if args.fit is None and args.measure is None:
+        parser.error("give --fit and/or --measure")
+    if args.fit is not None:
+        fit(args.fit or ["verdict", "premise"])
+    if args.measure is not None:
+        measure(args.measure, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Yes/no readings of the sources by the answer's own model, as fitted decisions.
+
+The model reads the same prompt it answers from and is asked one question about it; its
+first-token log-odds of "Yes" over "No" is the one named feature, and a logistic fit on
+labelled questions turns it into a probability. Two readings use it:
+
+- `verdict`: does the evidence answer a yes/no question yes? (rag.prompts.VERDICT_ASK)
+- `premise`: do the sources agree with what a question takes for granted? (PREMISE_ASK)
+  Most questions' premises hold, so "no" needs P(yes) under `cut`, set by the fit so that
+  few ordinary questions are told their premise fails (FALSE_ALARMS).
+
+A fit belongs to one model (a model's log-odds mean nothing to another), is written by
+`python -m evals.judge --fit` into rag/calibration/, and is said to be missing when absent:
+the reading then falls back to the model's own choice (log-odds above 0).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rag.relevance import PACKAGE_DIR as CALIBRATION
+
+KINDS = ("verdict", "premise")
+FEATURES = ("yes_log_odds",)
+# The share of ordinary questions (premises that hold) a premise fit may answer "No" to: a
+# wrong "No" opening a sound answer costs the reader more than a missed correction.
+FALSE_ALARMS = 0.025
+
+
+def fit_path(kind: str, model: str, home: Path = CALIBRATION) -> Path:
+    """Where `kind`'s fit for this model file (or endpoint model name) is kept."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model)
+    return home / f"{kind}.{safe}.json"
+
+
+@dataclass
+class Reading:
+    """P(yes) from the log-odds: sigmoid(coef * log_odds + intercept); "yes" at `cut` or
+    above."""
+
+    kind: str
+    model: str
+    coef: float = 1.0
+    intercept: float = 0.0
+    fitted: bool = False
+    cut: float = 0.5
+    info: dict[str, Any] = field(default_factory=dict)
+    features: tuple[str, ...] = FEATURES
+
+    def p_yes(self, log_odds: float) -> float:
+        z = self.coef * log_odds + self.intercept
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+    def predict(self, log_odds: float) -> bool:
+        return self.p_yes(log_odds) >= self.cut
+
+    @classmethod
+    def fit(
+        cls,
+        kind: str,
+        model: str,
+        log_odds: list[float],
+        yes: list[bool],
+        ordinary: list[float] | None = None,
+    ) -> Reading:
+        """Logistic regression on the labelled log-odds; with `ordinary` (log-odds of
+        questions whose answer is yes), `cut` is lowered until at most FALSE_ALARMS of
+        them would be answered no."""
+        from sklearn.linear_model import LogisticRegression
+
+        if len(set(yes)) < 2:
+            raise ValueError(f"{kind}: a fit needs both yes and no labels")
+        lr = LogisticRegression(C=1.0).fit([[x] for x in log_odds], yes)
+        reading = cls(
+            kind,
+            model,
+            float(lr.coef_[0][0]),
+            float(lr.intercept_[0]),
+            True,
+            info={"n": len(yes), "yes": sum(yes)},
+        )
+        if ordinary:
+            ps = sorted(reading.p_yes(x) for x in ordinary)
+            allowed = int(FALSE_ALARMS * len(ps))  # this many may fall under the cut
+            reading.cut = min(0.5, ps[allowed])
+            reading.info["ordinary"] = len(ps)
+        return reading
+
+    def save(self, home: Path = CALIBRATION) -> Path:
+        path = fit_path(self.kind, self.model, home)
+        data = asdict(self) | {"features": list(self.features)}
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, kind: str, model: str, home: Path = CALIBRATION) -> Reading:
+        """The fit for this model, or the unfitted reading (the model's own choice)."""
+        path = fit_path(kind, model, home)
+        if not path.is_file():
+            return cls(kind, model)
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["features"] = tuple(data.get("features", FEATURES))
+        return cls(**data)
