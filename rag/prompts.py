@@ -78,7 +78,7 @@ INSTRUCTIONS = {
     Shape.YESNO: "Start with Yes or No, then give the evidence from the sources.",
     Shape.EXPLAIN: "Answer in two or three sentences.",
     Shape.COMPARE: "Compare them in two or three sentences, citing each paper you describe.",
-    Shape.RECOMMEND: "Say in one sentence each which papers fit the question and why.",
+    Shape.RECOMMEND: "Name each paper that fits and say in one sentence what it does.",
     Shape.LIST: LIST_INSTRUCTION,
 }
 

@@ -109,3 +109,32 @@ def test_a_figure_must_come_with_what_it_measures() -> None:
     moved = verifier.check("SAEmnesia reduces hyperparameter search by 28.4%.", sae)
     assert right.supported, right.reason
     assert not moved.supported and "for something else: 28.4" in moved.reason
+
+
+@pytest.mark.parametrize("name", ["premises.jsonl", "heldout_premises.jsonl"])
+def test_premise_questions_are_paired_and_quote_their_evidence(name: str) -> None:
+    """Each false-premise question has a true twin on the same fact, and both quote the
+    sentence of their paper's abstract that states or contradicts the premise."""
+    abstracts = {p.id: p.abstract for p in read_papers([CORPUS]).papers}
+    rows = {q["id"]: q for q in load_questions(DATA.with_name(name))}
+    false = [q for q in rows.values() if not q["premise_true"]]
+    assert len(false) >= 30 and len(rows) == 2 * len(false)
+    for q in rows.values():
+        twin = rows[q["twin"]]
+        assert twin["twin"] == q["id"] and twin["premise_true"] != q["premise_true"]
+        assert twin["gold"] == q["gold"] and len(q["gold"]) == 1
+        assert q["evidence"] in abstracts[q["gold"][0]], q["id"]
+        assert bool(q["correction"]) != q["premise_true"]
+
+
+def test_a_premise_answer_is_counted_by_what_it_says_first() -> None:
+    from evals.judge import premise_outcome
+    from rag.answer import Answer, Sentence
+
+    answer = Answer(question="Why is X slow?")
+    answer.sentences = [Sentence("X is slow.", [1], True, 0.9, "X is slow.")]
+    assert premise_outcome(answer) == "as-if-true"
+    answer.read = "premise"
+    assert premise_outcome(answer) == "corrected"
+    answer.read, answer.abstained = "", True
+    assert premise_outcome(answer) == "abstained"
