@@ -1,13 +1,15 @@
 """The model's yes/no readings (rag.judge): fitted on labelled questions, and measured.
 
-    python -m evals.judge --fit                  # verdict and premise fits for the local model
+    python -m evals.judge --fit [verdict premise claim] [--claims FILE]   # for the local model
     python -m evals.judge --measure evals/data/premises.jsonl   # whole answers, premise rows
 
 `--fit` asks each labelled question as the answer path would, up to the model's reading,
 and writes nothing but the reading: verdicts from the yes/no questions of
 `evals/data/questions.jsonl` with a `label` (at 60 papers and at ICML scale), premises from
-`evals/data/premises.jsonl` (false-premise questions and their true twins). It prints the
-leave-one-out agreement of each fit and writes the fits into rag/calibration/.
+`evals/data/premises.jsonl` (false-premise questions and their true twins), claims from the
+verifier's labelled pairs (`evals/data/verifier_calibration.jsonl`) that the alignment
+verifier accepts. It prints each fit's cross-validated figures and writes the fits into
+rag/calibration/.
 
 `--measure` answers every question of a premise file with the model and counts, for the
 false-premise questions, those whose answer says the premise does not hold (a reading of
@@ -29,7 +31,7 @@ from typing import Any
 from evals.retrieval import DATA, ICML, MAIN, PROJECT_ROOT, build, load_questions
 from rag.answer import Answer
 from rag.engine import Engine
-from rag.judge import Reading
+from rag.judge import PRECISION, Reading
 from rag.settings import Settings
 from rag.writers import Draft, ExtractiveWriter, Writer, Written, make_writer
 
@@ -68,6 +70,9 @@ class ReadOnly:
 
     def rewrite(self, system: str, user: str) -> str | None:
         return None
+
+    def reads(self, user: str) -> float | None:
+        return self.inner.reads(user)
 
     def yes_log_odds(self, draft: Draft, ask: str) -> float | None:
         x = self.inner.yes_log_odds(draft, ask)
@@ -120,7 +125,82 @@ def leave_one_out(
     return right
 
 
-def fit(kinds: Sequence[str]) -> int:
+def claim_readings(out: Path | None = None) -> tuple[list[float], list[bool], str, list[str]]:
+    """The model's claim readings on the verifier's labelled pairs that the alignment
+    verifier accepts (the only sentences it is asked about), as the answerer reads them."""
+    from evals.verifier import CALIBRATION, judge, load_pairs
+    from rag.corpus import read_papers
+    from rag.embed import load_embedding
+    from rag.prompts import claim_prompt
+    from rag.verify import AlignmentVerifier
+
+    settings = Settings()
+    writer = make_writer(settings.llm)
+    papers = {p.id: p for p in read_papers([PROJECT_ROOT / "corpus"]).papers}
+    verifier = AlignmentVerifier(load_embedding(settings.embed))
+    xs, ys, kinds = [], [], []
+    for pair in load_pairs(CALIBRATION):
+        if not judge(verifier, pair, papers)[0]:
+            continue
+        cited = [papers[i] for i in pair["cited"]]
+        v = verifier.check(pair["sentence"], cited, pair["question"], pair["framing"])
+        x = writer.reads(claim_prompt(cited[max(v.source, 0)], v.evidence, pair["sentence"]))
+        if x is not None:
+            xs.append(x)
+            ys.append(bool(pair["supported"]))
+            kinds.append(str(pair["kind"]))
+    if out is not None:
+        rows = [{"x": x, "supported": y, "kind": k} for x, y, k in zip(xs, ys, kinds, strict=True)]
+        out.write_text(json.dumps({"model": writer.model, "rows": rows}) + "\n")
+    return xs, ys, writer.model, kinds
+
+
+def fit_claim(cache: Path | None) -> None:
+    """The claim reading's fit, and its precision and recall on the labelled pairs by
+    10-fold cross-validation (each fold's pairs judged by a fit without them)."""
+    started = time.perf_counter()
+    if cache is not None and cache.exists():
+        data = json.loads(cache.read_text())
+        xs = [r["x"] for r in data["rows"]]
+        ys = [r["supported"] for r in data["rows"]]
+        kinds = [r["kind"] for r in data["rows"]]
+        model = data["model"]
+    else:
+        xs, ys, model, kinds = claim_readings(cache)
+    reading = Reading.fit("claim", model, xs, ys, precision=PRECISION)
+    kept = [False] * len(xs)
+    for fold in range(10):
+        rest = [i for i in range(len(xs)) if i % 10 != fold]
+        part = Reading.fit(
+            "claim", model, [xs[i] for i in rest], [ys[i] for i in rest], precision=PRECISION
+        )
+        for i in range(fold, len(xs), 10):
+            kept[i] = part.predict(xs[i])
+    from evals.verifier import CALIBRATION, load_pairs
+
+    supported = sum(bool(p["supported"]) for p in load_pairs(CALIBRATION))
+    accepted = sum(kept)
+    right = sum(k and y for k, y in zip(kept, ys, strict=True))
+    print(
+        f"claim: {len(xs)} pairs the alignment accepts read in "
+        f"{time.perf_counter() - started:.0f}s; precision {right / max(accepted, 1):.3f} "
+        f"(alignment alone {sum(ys) / len(xs):.3f}), recall {right / supported:.3f} "
+        f"(alignment alone {sum(ys) / supported:.3f}) by 10-fold cross-validation; "
+        f"yes from P {reading.cut:.3f} -> {reading.save().relative_to(PROJECT_ROOT)}"
+    )
+    by_kind: dict[str, list[bool]] = {}
+    for k, y, keep in zip(kinds, ys, kept, strict=True):
+        by_kind.setdefault(k, []).append(keep == y)
+    print(
+        "  judged right by kind: "
+        + ", ".join(f"{k} {sum(v) / len(v):.2f} ({len(v)})" for k, v in sorted(by_kind.items()))
+    )
+
+
+def fit(kinds: Sequence[str], cache: Path | None = None) -> int:
+    if "claim" in kinds:
+        fit_claim(cache)
+        kinds = [k for k in kinds if k != "claim"]
     sources: dict[str, tuple[list[dict[str, Any]], Callable[[dict[str, Any]], bool]]] = {
         "verdict": (
             [q for q in load_questions(DATA) if q.get("label") in ("yes", "no")],
@@ -206,14 +286,17 @@ def measure(path: Path, out: Path | None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.judge", description=__doc__)
-    parser.add_argument("--fit", nargs="*", choices=("verdict", "premise"), default=None)
+    parser.add_argument("--fit", nargs="*", choices=("verdict", "premise", "claim"), default=None)
+    parser.add_argument(
+        "--claims", type=Path, help="keep the claim readings in this file, and reuse them"
+    )
     parser.add_argument("--measure", type=Path, help="a premise file to answer and count")
     parser.add_argument("--out", type=Path, help="with --measure: the answers, as JSON Lines")
     args = parser.parse_args(argv)
     if args.fit is None and args.measure is None:
         parser.error("give --fit and/or --measure")
     if args.fit is not None:
-        fit(args.fit or ["verdict", "premise"])
+        fit(args.fit or ["verdict", "premise", "claim"], args.claims)
     if args.measure is not None:
         measure(args.measure, args.out)
     return 0

@@ -133,6 +133,7 @@ def run_ours(
         "compare": bool(q.get("compare")),
         "label": q.get("label"),
         "verdict": answer.verdict,
+        "read": answer.read,
         "sentences": [s.to_dict() for s in answer.sentences],
         "raw": answer.raw,
     }
@@ -290,12 +291,27 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             sum(r.get("cited_all_gold", False) for r in compares), len(compares)
         ),
         "yesno_agrees": ratio(sum(r.get("verdict") == r.get("label") for r in yesno), len(yesno)),
+        "yesno_macro_f1": _macro_f1(yesno),
         "latency_ms": {
             "retrieve": _pct([r.get("retrieve_ms") for r in rows]),
             "first_token": _pct([r.get("first_token_ms") for r in rows]),
             "total": _pct([r["total_ms"] for r in rows]),
         },
     }
+
+
+def _macro_f1(yesno: list[dict[str, Any]]) -> float | None:
+    """The mean over "yes" and "no" of F1, a missing verdict counting against both: what
+    always answering yes cannot score well on, unlike agreement when most labels are yes."""
+    if not yesno:
+        return None
+    f1s = []
+    for label in ("yes", "no"):
+        hit = sum(r.get("verdict") == label == r.get("label") for r in yesno)
+        said = sum(r.get("verdict") == label for r in yesno)
+        truth = sum(r.get("label") == label for r in yesno)
+        f1s.append(2 * hit / (said + truth) if said + truth else 0.0)
+    return round(sum(f1s) / 2, 3)
 
 
 def by_type(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -337,6 +353,7 @@ def write_report(result: dict[str, Any], out_dir: Path) -> Path:
         "model_answers_from_retry",
         "compare_cites_all",
         "yesno_agrees",
+        "yesno_macro_f1",
     ]
     lines = [
         f"# Evals {result['date']} — {result['backend']} ({result['model']})",

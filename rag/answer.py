@@ -32,6 +32,7 @@ from rag.prompts import (
     VERDICT_ASK,
     VERDICT_LEADS,
     Shape,
+    claim_prompt,
 )
 from rag.retrieve import Retrieval, Retriever
 from rag.sanitize import addresses_model, clean_text, source_sentences
@@ -453,10 +454,13 @@ class Answerer:
                 text, note = "", "the model's line was too short to say what the paper does"
             if text:
                 verdict = self.verifier.check(text, [s.paper], answer.question, answer.framing)
-                if verdict.supported:
+                why = verdict.reason
+                if verdict.supported and not answer.failed:
+                    why = self._not_stated(text, s.paper, verdict.evidence)
+                if not why:
                     own, evidence = True, verdict.evidence
                 else:
-                    note = f"the model's line was not supported ({verdict.reason}); quoted instead"
+                    note = f"the model's line was not supported ({why}); quoted instead"
             if not own:
                 text = clause
             items.append(Item(s.n, name, text, own))
@@ -564,6 +568,22 @@ class Answerer:
             answer.read = kind
             return replace(draft, instruction=PREMISE_LEAD)
         return draft
+
+    def _not_stated(self, body: str, paper: Paper, evidence: str) -> str:
+        """Why the model, reading the source sentence a sentence aligned to, does not find
+        it stated there ("" when it does, or cannot say): rag.judge's "claim" reading."""
+        if not self.settings.answer.read_claims:
+            return ""
+        try:
+            log_odds = self.writer.reads(claim_prompt(paper, evidence, body))
+        except BackendError:
+            return ""  # the answer's own failure is reported where it writes
+        if log_odds is None:
+            return ""
+        reading = self._reading("claim")
+        if reading.predict(log_odds):
+            return ""
+        return f"the model does not read it in the source (P {reading.p_yes(log_odds):.2f})"
 
     def _cover_compared(self, answer: Answer) -> None:
         """A comparison describes each paper the question names: one the answer does not
@@ -708,7 +728,13 @@ class Answerer:
                 missing = sorted(set(cited) - set(valid))
                 note = f"removed citation(s) to sources that do not exist: {missing}"
             sentence = self._verified(
-                body, valid, prompt_sources, note, answer.question, answer.framing
+                body,
+                valid,
+                prompt_sources,
+                note,
+                answer.question,
+                answer.framing,
+                read=written.own_words and not answer.failed,
             )
             sentence.own_words = written.own_words
             sentences.append(sentence)
@@ -769,8 +795,13 @@ class Answerer:
         note: str,
         question: str = "",
         framing: bool = True,
+        read: bool = False,
     ) -> Sentence:
+        """The sentence checked against what it cites (its citations repaired if another
+        source supports it); with `read`, an accepted sentence is also read by the model
+        against the source sentence it aligned to (`_not_stated`)."""
         by_n = {s.n: s for s in sources}
+        refused: set[int] = set()  # sources the model read and did not find it stated in
         # A sentence that names a paper must be supported by that paper's abstract; another
         # source's words count only where that source itself names the paper.
         wrong = misattributed(body, [by_n[n].paper for n in cited], [s.paper for s in sources])
@@ -798,14 +829,26 @@ class Answerer:
                         body, [by_n[n].paper for n in cited], [s.paper for s in sources]
                     )
             if verdict.supported and not wrong:
-                return Sentence(body, cited, True, verdict.score, verdict.evidence, note)
+                n = cited[max(verdict.source, 0)]
+                why = self._not_stated(body, by_n[n].paper, verdict.evidence) if read else ""
+                if not why:
+                    return Sentence(body, cited, True, verdict.score, verdict.evidence, note)
+                refused.add(n)
+                verdict = Verdict(False, verdict.score, verdict.evidence, verdict.source, why)
         # Wrong or missing citation: the source that does support it, if any, is cited instead
         # (post-hoc attribution: a small model often writes the right sentence, uncited).
         best = None
         for s in named or sources:
+            if s.n in refused:
+                continue
             v = self.verifier.check(body, [s.paper], question, framing)
             if v.supported and (best is None or v.score > best[1].score):
                 best = (s.n, v)
+        unread = ""
+        if best is not None and read:
+            unread = self._not_stated(body, by_n[best[0]].paper, best[1].evidence)
+            if unread:
+                best = None
         if best is not None:
             fix = f"citation repaired to [{best[0]}]" if cited else f"citation added: [{best[0]}]"
             return Sentence(
@@ -821,7 +864,7 @@ class Answerer:
             who = ", ".join(p.display_name for p in wrong)
             reason = f"misattributed: names {who} but cites {marks}, which does not"
             verdict = Verdict(False, 0.0, "", -1, reason)
-        reason = verdict.reason if cited else "no source supports it"
+        reason = verdict.reason if cited else unread or "no source supports it"
         return Sentence(
             body,
             cited,

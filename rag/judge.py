@@ -5,6 +5,9 @@ first-token log-odds of "Yes" over "No" is the one named feature, and a logistic
 labelled questions turns it into a probability. Two readings use it:
 
 - `verdict`: does the evidence answer a yes/no question yes? (rag.prompts.VERDICT_ASK)
+- `claim`: does the source sentence an answer's sentence aligned to state it? (CLAIM_ASK)
+  Read only for sentences the alignment verifier accepts; "no" under `cut`, set by the fit
+  for the verifier's precision target (PRECISION) on its labelled pairs.
 - `premise`: do the sources agree with what a question takes for granted? (PREMISE_ASK)
   Most questions' premises hold, so "no" needs P(yes) under `cut`, set by the fit so that
   few ordinary questions are told their premise fails (FALSE_ALARMS).
@@ -25,11 +28,14 @@ from typing import Any
 
 from rag.relevance import PACKAGE_DIR as CALIBRATION
 
-KINDS = ("verdict", "premise")
+KINDS = ("verdict", "premise", "claim")
 FEATURES = ("yes_log_odds",)
 # The share of ordinary questions (premises that hold) a premise fit may answer "No" to: a
 # wrong "No" opening a sound answer costs the reader more than a missed correction.
 FALSE_ALARMS = 0.025
+# The verifier's precision target (issue "answers that are right"): the claim fit's cut is
+# the lowest that reaches it on the labelled pairs the alignment accepts.
+PRECISION = 0.90
 
 
 def fit_path(kind: str, model: str, home: Path = CALIBRATION) -> Path:
@@ -67,10 +73,12 @@ class Reading:
         log_odds: list[float],
         yes: list[bool],
         ordinary: list[float] | None = None,
+        precision: float | None = None,
     ) -> Reading:
         """Logistic regression on the labelled log-odds; with `ordinary` (log-odds of
         questions whose answer is yes), `cut` is lowered until at most FALSE_ALARMS of
-        them would be answered no."""
+        them would be answered no; with `precision`, `cut` is the lowest at which the
+        pairs read yes are that share yes-labelled (0.5 if none is)."""
         from sklearn.linear_model import LogisticRegression
 
         if len(set(yes)) < 2:
@@ -89,6 +97,13 @@ class Reading:
             allowed = int(FALSE_ALARMS * len(ps))  # this many may fall under the cut
             reading.cut = min(0.5, ps[allowed])
             reading.info["ordinary"] = len(ps)
+        if precision is not None:
+            pairs = sorted(zip((reading.p_yes(x) for x in log_odds), yes, strict=True))
+            for i, (p, _) in enumerate(pairs):
+                above = [y for _, y in pairs[i:]]
+                if sum(above) >= precision * len(above):
+                    reading.cut = p
+                    break
         return reading
 
     def save(self, home: Path = CALIBRATION) -> Path:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from rag.sanitize import clean_text, quoted
+from rag.sanitize import clean_text, quoted, source_sentences
 
 if TYPE_CHECKING:
     from rag.corpus import Paper
@@ -87,6 +87,20 @@ INSTRUCTIONS = {
 # so the answer that follows reuses everything the model has read but this line.
 VERDICT_ASK = INSTRUCTIONS[Shape.YESNO]
 PREMISE_ASK = "Do the sources agree with what the question assumes? Answer Yes or No."
+# A sentence the alignment verifier accepts is read once more, by the model, against the
+# source sentence it aligned to: alignment cannot see a flipped negation or a moved figure.
+CLAIM_ASK = "Does the source state this claim? Answer Yes or No."
+
+
+def claim_prompt(paper: Paper, evidence: str, claim: str) -> str:
+    """The claim and the whole source sentence holding `evidence` (the piece it aligned to)."""
+    whole = next((s for s in source_sentences(paper) if evidence in s), evidence)
+    return (
+        f'Source {quoted(clean_text(paper.display_name))}:\n"""\n{quoted(whole)}\n"""\n\n'
+        f"Claim: {quoted(clean_text(claim))}\n{CLAIM_ASK}\nAnswer:"
+    )
+
+
 # The instruction once the reading is made: the answer starts with what the evidence says.
 VERDICT_LEADS = {
     "yes": "Start with Yes, then give the evidence from the sources.",

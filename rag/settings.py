@@ -245,6 +245,12 @@ class AnswerSettings(_Section):
         default="flag",
         description="What happens to answer sentences the verifier finds unsupported.",
     )
+    read_claims: bool = Field(
+        default=True,
+        description="The model reads each sentence it wrote that the verifier accepts against "
+        "the source sentence it aligned to, and a sentence it does not find stated there is "
+        "unsupported (a flipped negation, a moved figure); about a second a sentence on a CPU.",
+    )
 
 
 class UISettings(_Section):

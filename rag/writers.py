@@ -86,6 +86,10 @@ class Writer(Protocol):
         rag.llm.BackendError when the model fails."""
         ...
 
+    def reads(self, user: str) -> float | None:
+        """The same log-odds for any user message (rag.prompts.claim_prompt)."""
+        ...
+
 
 class ModelWriter:
     """A model writes the answer: the shape's prompt, streamed through a backend."""
@@ -142,11 +146,14 @@ class ModelWriter:
         return "".join(self.backend.stream(system, user))
 
     def yes_log_odds(self, draft: Draft, ask: str) -> float | None:
+        return self.reads(_prompt(replace(draft, instruction=ask)))
+
+    def reads(self, user: str) -> float | None:
         first_token = getattr(self.backend, "first_token", None)
         if first_token is None:
             return None
         try:
-            lp = first_token(SYSTEM_PROMPT, _prompt(replace(draft, instruction=ask)), ("Yes", "No"))
+            lp = first_token(SYSTEM_PROMPT, user, ("Yes", "No"))
         except NoReading:
             return None
         return float(lp["Yes"] - lp["No"])
@@ -191,6 +198,9 @@ class ExtractiveWriter:
         return None
 
     def yes_log_odds(self, draft: Draft, ask: str) -> float | None:
+        return None
+
+    def reads(self, user: str) -> float | None:
         return None
 
 

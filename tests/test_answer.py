@@ -23,6 +23,7 @@ from rag.corpus import read_papers
 from rag.index import PaperIndex
 from rag.judge import FALSE_ALARMS, Reading
 from rag.prompts import (
+    CLAIM_ASK,
     PREMISE_ASK,
     PREMISE_LEAD,
     RETRY,
@@ -513,18 +514,21 @@ class Reads(ScriptedBackend):
     """A backend that also gives first-token log-probabilities: "Yes" at `yes`, "No" at 0."""
 
     yes: float = 0.0
+    claims: float = 5.0  # the reading of a claim against its source
     asked: list[str] = field(default_factory=list)
 
     def first_token(self, system: str, user: str, options: Sequence[str]) -> dict[str, float]:
         self.asked.append(user)
-        return {o: self.yes if o == "Yes" else 0.0 for o in options}
+        yes = self.claims if CLAIM_ASK in user else self.yes
+        return {o: yes if o == "Yes" else 0.0 for o in options}
 
 
 def test_a_yes_no_verdict_is_the_models_reading_before_it_writes(fake_seed: Settings) -> None:
     # The model wrote "No", but read the evidence as yes: the verdict is the reading, the
     # answer was asked to start with it, and the model's sentence is only evidence.
-    backend = Reads("Yes. SOTAlign recovers a coarse shared geometry from limited paired data [1].")
-    backend.yes = 3.0
+    backend = Reads(
+        "Yes. SOTAlign recovers a coarse shared geometry from limited paired data [1].", yes=3.0
+    )
     a, _ = answerer(fake_seed, "", backend)
     answer = a.ask("Does SOTAlign recover a coarse shared geometry from limited paired data?")
     assert answer.read == "verdict" and answer.verdict == "yes", answer.text
@@ -555,6 +559,24 @@ def test_a_contradicted_premise_is_answered_no_first(fake_seed: Settings) -> Non
     answer = answerer(fake_seed, "", backend)[0].ask("Why is FS-DFM's sampling fast?")
     assert answer.read == "" and PREMISE_LEAD not in backend.prompts[0]
     assert answer.sentences[0].kind == "claim"
+
+
+def test_a_sentence_the_model_does_not_read_in_its_source_is_unsupported(
+    fake_seed: Settings,
+) -> None:
+    reply = "FS-DFM delivers up to 128× faster sampling [1]."
+    backend = Reads(reply, yes=2.0, claims=-3.0)
+    answer = answerer(fake_seed, "", backend)[0].ask("Why is FS-DFM's sampling fast?")
+    read = [u for u in backend.asked if CLAIM_ASK in u]
+    assert read and "128" in read[0] and answer.abstained, answer.text
+    backend = Reads(reply, yes=2.0, claims=3.0)
+    answer = answerer(fake_seed, "", backend)[0].ask("Why is FS-DFM's sampling fast?")
+    assert not answer.abstained and answer.sentences[0].supported
+    # Switched off, no sentence is read: the alignment's verdict stands.
+    backend = Reads(reply, yes=2.0, claims=-3.0)
+    a = answerer(fake_seed, "", backend, read_claims=False)[0]
+    answer = a.ask("Why is FS-DFM's sampling fast?")
+    assert not any(CLAIM_ASK in u for u in backend.asked) and not answer.abstained
 
 
 def test_readings_are_fitted_saved_and_loaded(tmp_path: Path) -> None:
