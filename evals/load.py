@@ -4,7 +4,7 @@ Every session asks about its own paper, and its follow-ups only make sense with 
 history ("How does it work?", "and which of those ..."), so an answer that drew on another
 session's history, or cited another question's sources, is caught. `tests/test_load.py`
 asserts this at a size that proves it; `python -m evals.bench --parts load` measures the
-20 sessions x 5 questions figure of the README.
+20 sessions x 5 questions figure of evals/BENCHMARKS.md.
 """
 
 from __future__ import annotations

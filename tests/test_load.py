@@ -6,7 +6,8 @@ under test is the page's queueing and the separation of sessions, not a model). 
 session asks about its own paper and its follow-ups only make sense with its own history,
 so an answer that drew on another session's history, or cited another question's sources,
 is caught (evals/load.py). Six sessions with four answered at once interleave every kind of
-turn; the 20-session figure of the README is measured by `python -m evals.bench --parts load`.
+turn; the 20-session figure of evals/BENCHMARKS.md is measured by
+`python -m evals.bench --parts load`.
 """
 
 from __future__ import annotations
