@@ -1,6 +1,6 @@
 """The model's yes/no readings (rag.judge): fitted on labelled questions, and measured.
 
-    python -m evals.judge --fit [verdict premise claim] [--claims FILE]   # for the local model
+    python -m evals.judge --fit [verdict premise claim] [--cache DIR]   # for the local model
     python -m evals.judge --measure evals/data/premises.jsonl   # whole answers, premise rows
 
 `--fit` asks each labelled question as the answer path would, up to the model's reading,
@@ -9,7 +9,8 @@ and writes nothing but the reading: verdicts from the yes/no questions of
 `evals/data/premises.jsonl` (false-premise questions and their true twins), claims from the
 verifier's labelled pairs (`evals/data/verifier_calibration.jsonl`) that the alignment
 verifier accepts. It prints each fit's cross-validated figures and writes the fits into
-rag/calibration/.
+rag/calibration/. With `--cache DIR` the readings are kept in DIR/<kind>.json and reused
+(a refit of the decision without reading again).
 
 `--measure` answers every question of a premise file with the model and counts, for the
 false-premise questions, those whose answer says the premise does not hold (a reading of
@@ -31,7 +32,7 @@ from typing import Any
 from evals.retrieval import DATA, ICML, MAIN, PROJECT_ROOT, build, load_questions
 from rag.answer import Answer
 from rag.engine import Engine
-from rag.judge import PRECISION, Reading
+from rag.judge import ACCURACY, PRECISION, Reading
 from rag.settings import Settings
 from rag.writers import Draft, ExtractiveWriter, Writer, Written, make_writer
 
@@ -156,6 +157,7 @@ def claim_readings(out: Path | None = None) -> tuple[list[float], list[bool], st
 
 
 def fit_claim(cache: Path | None) -> None:
+    cache = cache / "claim.json" if cache is not None else None
     """The claim reading's fit, and its precision and recall on the labelled pairs by
     10-fold cross-validation (each fold's pairs judged by a fit without them)."""
     started = time.perf_counter()
@@ -197,6 +199,45 @@ def fit_claim(cache: Path | None) -> None:
     )
 
 
+def cached_readings(
+    cache: Path | None,
+    name: str,
+    rows: list[dict[str, Any]],
+    kind: str,
+    label: Callable[[dict[str, Any]], bool],
+) -> tuple[list[float], list[bool], str]:
+    """`readings`, kept in cache/name.json when a cache is given (and read from it)."""
+    path = cache / f"{name}.json" if cache is not None else None
+    if path is not None and path.exists():
+        data = json.loads(path.read_text())
+        return [r["x"] for r in data["rows"]], [r["yes"] for r in data["rows"]], data["model"]
+    xs, ys, model = readings(rows, kind, label)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows_out = [{"x": x, "yes": y} for x, y in zip(xs, ys, strict=True)]
+        path.write_text(json.dumps({"model": model, "rows": rows_out}) + "\n")
+    return xs, ys, model
+
+
+def verdict_cross_validated(model: str, xs: list[float], ys: list[bool]) -> str:
+    """Leave-one-out: each question's verdict (yes, no, or none in the band) by a fit
+    without it; the share stated, the share of those right, and the agreement with the
+    label over all (a verdict not stated counts as not agreeing)."""
+    said = right = 0
+    for i in range(len(xs)):
+        rest_x, rest_y = xs[:i] + xs[i + 1 :], ys[:i] + ys[i + 1 :]
+        part = Reading.fit("verdict", model, rest_x, rest_y, accuracy=ACCURACY)
+        decision = part.decide(xs[i])
+        if decision != "open":
+            said += 1
+            right += (decision == "yes") == ys[i]
+    n = len(xs)
+    return (
+        f"stated {said / n:.3f} {wilson(said, n)}, right when stated {right / max(said, 1):.3f} "
+        f"{wilson(right, said)}, agreeing with the label {right / n:.3f} {wilson(right, n)}"
+    )
+
+
 def fit(kinds: Sequence[str], cache: Path | None = None) -> int:
     if "claim" in kinds:
         fit_claim(cache)
@@ -219,9 +260,13 @@ def fit(kinds: Sequence[str], cache: Path | None = None) -> int:
     for kind in kinds:
         rows, label = sources[kind]
         started = time.perf_counter()
-        xs, ys, model = readings(rows, kind, label)
-        more = readings(ordinary, kind, lambda r: True)[0] if kind == "premise" else None
-        reading = Reading.fit(kind, model, xs, ys, more)
+        xs, ys, model = cached_readings(cache, kind, rows, kind, label)
+        more = None
+        if kind == "premise":
+            more = cached_readings(cache, "premise-ordinary", ordinary, kind, lambda r: True)[0]
+        reading = Reading.fit(
+            kind, model, xs, ys, more, accuracy=ACCURACY if kind == "verdict" else None
+        )
         right = leave_one_out(kind, model, xs, ys, more)
         own = sum((x > 0) == y for x, y in zip(xs, ys, strict=True))
         path = reading.save()
@@ -234,6 +279,11 @@ def fit(kinds: Sequence[str], cache: Path | None = None) -> int:
             f"P(yes) = sigmoid({reading.coef:.3f} x + {reading.intercept:.3f}), "
             f"yes from {reading.cut:.3f} -> {path.relative_to(PROJECT_ROOT)}"
         )
+        if kind == "verdict":
+            print(
+                f"  without the band: as above; with it (no verdict from P {reading.low:.3f} "
+                f"to {reading.cut:.3f}): {verdict_cross_validated(model, xs, ys)}"
+            )
         if more:
             flagged = sum(not reading.predict(x) for x in more)
             print(f"  ordinary questions answered no: {flagged}/{len(more)}")
@@ -288,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.judge", description=__doc__)
     parser.add_argument("--fit", nargs="*", choices=("verdict", "premise", "claim"), default=None)
     parser.add_argument(
-        "--claims", type=Path, help="keep the claim readings in this file, and reuse them"
+        "--cache", type=Path, help="keep the readings in this folder, and reuse them"
     )
     parser.add_argument("--measure", type=Path, help="a premise file to answer and count")
     parser.add_argument("--out", type=Path, help="with --measure: the answers, as JSON Lines")
@@ -296,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fit is None and args.measure is None:
         parser.error("give --fit and/or --measure")
     if args.fit is not None:
-        fit(args.fit or ["verdict", "premise", "claim"], args.claims)
+        fit(args.fit or ["verdict", "premise", "claim"], args.cache)
     if args.measure is not None:
         measure(args.measure, args.out)
     return 0

@@ -126,6 +126,17 @@ _VERDICT = re.compile(
     r"\b[\s,.;:!—–-]*",
     re.IGNORECASE,
 )
+_VERDICT_WORDS = {"yes": "Yes", "no": "No", "open": "The sources do not settle this"}
+
+
+def _lower_first(text: str, question: str) -> str:
+    """ "No, methods where ...": the restated question's first word as the question writes
+    it, when it writes it in lower case (a name keeps its capital)."""
+    word = text.split(" ", 1)[0]
+    lowered = word[:1].lower() + word[1:]
+    return lowered + text[len(word) :] if f" {lowered} " in f" {question} " else text
+
+
 # A sentence about what the sources lack ("The sources do not mention ...") is the model's
 # own reading of coverage, not a claim a source can support.
 _COVERAGE = re.compile(
@@ -560,11 +571,10 @@ class Answerer:
             answer.note = " ".join(
                 x for x in (answer.note, f"No {kind} fit for {reading.model}: its own choice.") if x
             )
-        yes = reading.predict(log_odds)
         if kind == "verdict":
-            answer.read, answer.verdict = kind, "yes" if yes else "no"
+            answer.read, answer.verdict = kind, reading.decide(log_odds)
             return replace(draft, instruction=VERDICT_LEADS[answer.verdict])
-        if not yes:  # the sources do not agree with what the question assumes
+        if not reading.predict(log_odds):  # the sources do not agree with what the question assumes
             answer.read = kind
             return replace(draft, instruction=PREMISE_LEAD)
         return draft
@@ -690,25 +700,29 @@ class Answerer:
                 body = body[m.end() :].strip()
                 body = body[:1].upper() + body[1:]
             if i == 0 and answer.read:
-                said = "Yes" if answer.verdict == "yes" else "No"
+                said = _VERDICT_WORDS.get(answer.verdict, "No")
                 verdict = Sentence(f"{said}.", [], True, 0.0, kind="verdict")
                 if answer.read == "premise":
                     verdict.note = "the sources contradict what the question assumes"
-                if _restates(body, answer.question):
-                    verdict.text = _end(f"{said}, {body}")
+                if answer.verdict == "open":
+                    verdict.note = "the model's reading of the sources is too unsure to say"
+                elif _restates(body, answer.question):
+                    verdict.text = _end(f"{said}, {_lower_first(body, answer.question)}")
                     sentences.append(verdict)
                     continue
                 sentences.append(verdict)
             elif i == 0 and answer.shape is Shape.YESNO and (m := _VERDICT.match(body)):
                 # No reading (the backend gave no log-probabilities): the model's own word.
                 answer.verdict = "yes" if m.group("yes") else "no" if m.group("no") else "open"
-                word = {"yes": "Yes", "no": "No", "open": "The sources do not settle this"}
+                word = _VERDICT_WORDS
                 verdict = Sentence(word[answer.verdict] + ".", [], True, 0.0, kind="verdict")
                 sentences.append(verdict)
                 body = body[m.end() :].strip()
                 if _restates(body, answer.question):
                     # "No, SPA-Cache does not ...": the verdict in words, not evidence.
-                    verdict.text = _end(f"{word[answer.verdict]}, {body}")
+                    verdict.text = _end(
+                        f"{word[answer.verdict]}, {_lower_first(body, answer.question)}"
+                    )
                     continue
                 body = body[:1].upper() + body[1:]
             if (

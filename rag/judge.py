@@ -5,6 +5,9 @@ first-token log-odds of "Yes" over "No" is the one named feature, and a logistic
 labelled questions turns it into a probability. Two readings use it:
 
 - `verdict`: does the evidence answer a yes/no question yes? (rag.prompts.VERDICT_ASK)
+  Between `low` and `cut` the reading is too unsure to state: the answer says what the
+  sources state without a verdict. The fit sets the band, the narrowest whose verdicts
+  outside it are right at least ACCURACY of the time on the labelled questions.
 - `claim`: does the source sentence an answer's sentence aligned to state it? (CLAIM_ASK)
   Read only for sentences the alignment verifier accepts; "no" under `cut`, set by the fit
   for the verifier's precision target (PRECISION) on its labelled pairs.
@@ -36,6 +39,9 @@ FALSE_ALARMS = 0.025
 # The verifier's precision target (issue "answers that are right"): the claim fit's cut is
 # the lowest that reaches it on the labelled pairs the alignment accepts.
 PRECISION = 0.90
+# The share of stated yes/no verdicts that must be right on the labelled questions: a wrong
+# "No." opening an answer misleads more than an answer that gives the evidence without one.
+ACCURACY = 0.85
 
 
 def fit_path(kind: str, model: str, home: Path = CALIBRATION) -> Path:
@@ -47,7 +53,7 @@ def fit_path(kind: str, model: str, home: Path = CALIBRATION) -> Path:
 @dataclass
 class Reading:
     """P(yes) from the log-odds: sigmoid(coef * log_odds + intercept); "yes" at `cut` or
-    above."""
+    above; "no" under `low` (`cut` when None), unsettled between."""
 
     kind: str
     model: str
@@ -57,6 +63,7 @@ class Reading:
     cut: float = 0.5
     info: dict[str, Any] = field(default_factory=dict)
     features: tuple[str, ...] = FEATURES
+    low: float | None = None
 
     def p_yes(self, log_odds: float) -> float:
         z = self.coef * log_odds + self.intercept
@@ -64,6 +71,13 @@ class Reading:
 
     def predict(self, log_odds: float) -> bool:
         return self.p_yes(log_odds) >= self.cut
+
+    def decide(self, log_odds: float) -> str:
+        """ "yes", "no", or "open" in the band where the reading is too unsure to state."""
+        p = self.p_yes(log_odds)
+        if p >= self.cut:
+            return "yes"
+        return "no" if p < (self.cut if self.low is None else self.low) else "open"
 
     @classmethod
     def fit(
@@ -74,11 +88,14 @@ class Reading:
         yes: list[bool],
         ordinary: list[float] | None = None,
         precision: float | None = None,
+        accuracy: float | None = None,
     ) -> Reading:
         """Logistic regression on the labelled log-odds; with `ordinary` (log-odds of
         questions whose answer is yes), `cut` is lowered until at most FALSE_ALARMS of
         them would be answered no; with `precision`, `cut` is the lowest at which the
-        pairs read yes are that share yes-labelled (0.5 if none is)."""
+        pairs read yes are that share yes-labelled (0.5 if none is); with `accuracy`, the
+        band [low, cut) is the narrowest around 0.5 leaving the most questions outside it
+        whose verdicts are that share right."""
         from sklearn.linear_model import LogisticRegression
 
         if len(set(yes)) < 2:
@@ -104,6 +121,9 @@ class Reading:
                 if sum(above) >= precision * len(above):
                     reading.cut = p
                     break
+        if accuracy is not None:
+            reading.low, reading.cut = _band([reading.p_yes(x) for x in log_odds], yes, accuracy)
+            reading.info["accuracy"] = accuracy
         return reading
 
     def save(self, home: Path = CALIBRATION) -> Path:
@@ -121,3 +141,31 @@ class Reading:
         data = json.loads(path.read_text(encoding="utf-8"))
         data["features"] = tuple(data.get("features", FEATURES))
         return cls(**data)
+
+
+def _band(ps: list[float], yes: list[bool], accuracy: float) -> tuple[float, float]:
+    """(low, cut): of the bands [low, cut) holding 0.5, between observed probabilities, the
+    one leaving the most questions outside it with verdicts right at least `accuracy` of
+    the time (narrowest on ties; [0.5, 0.5), no band, when that is right enough)."""
+    from bisect import bisect_left
+    from itertools import accumulate
+
+    order = sorted(zip(ps, yes, strict=True))
+    sorted_ps = [p for p, _ in order]
+    nos = [0, *accumulate(not y for _, y in order)]  # "no" labels among the first k
+    yeses = [0, *accumulate(y for _, y in order)]
+    n = len(order)
+    best: tuple[int, float, float, float] | None = None
+    for low in sorted({p for p in ps if p < 0.5} | {0.5}):
+        i = bisect_left(sorted_ps, low)  # read "no": the first i
+        for cut in sorted({p for p in ps if p > 0.5} | {0.5}):
+            j = bisect_left(sorted_ps, cut)  # read "yes": from j on
+            said = i + n - j
+            right = nos[i] + yeses[n] - yeses[j]
+            if said and right >= accuracy * said:
+                key = (said, -(cut - low), low, cut)
+                if best is None or key[:2] > best[:2]:
+                    best = key
+    if best is None:  # no band is right enough: only the surest of each side is said
+        return min(ps), max(ps)
+    return best[2], best[3]

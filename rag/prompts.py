@@ -105,6 +105,7 @@ def claim_prompt(paper: Paper, evidence: str, claim: str) -> str:
 VERDICT_LEADS = {
     "yes": "Start with Yes, then give the evidence from the sources.",
     "no": "Start with No, then give the evidence from the sources.",
+    "open": "Say what the sources state about it in one or two sentences.",
 }
 PREMISE_LEAD = (
     "The question assumes something the sources contradict. Start with No, then say what "

@@ -544,6 +544,26 @@ def test_a_yes_no_verdict_is_the_models_reading_before_it_writes(fake_seed: Sett
     assert answer.verdict == "no" and VERDICT_LEADS["no"] in backend.prompts[0]
 
 
+def test_a_reading_too_unsure_to_state_gives_the_evidence_without_a_verdict(
+    fake_seed: Settings,
+) -> None:
+    # The model's reading is in the fitted band: the answer says the sources do not
+    # settle it, and what they state, not a Yes or No.
+    backend = Reads(
+        "No, SOTAlign does not use limited paired data. It aligns encoders [1].", yes=-0.3
+    )
+    a, _ = answerer(fake_seed, "", backend)
+    a._readings["verdict", "scripted"] = Reading("verdict", "scripted", fitted=True, low=0.3)
+    answer = a.ask("Does SOTAlign use limited paired data?")
+    assert answer.verdict == "open" and VERDICT_LEADS["open"] in backend.prompts[0]
+    assert answer.text.startswith("The sources do not settle this."), answer.text
+    assert "No" not in answer.text and answer.sentences[0].kind == "verdict"
+    backend = Reads("Yes. SOTAlign aligns encoders with limited paired data [1].", yes=3.0)
+    a, _ = answerer(fake_seed, "", backend)
+    a._readings["verdict", "scripted"] = Reading("verdict", "scripted", fitted=True, low=0.3)
+    assert a.ask("Does SOTAlign use limited paired data?").verdict == "yes"
+
+
 def test_a_contradicted_premise_is_answered_no_first(fake_seed: Settings) -> None:
     backend = Reads("No. FS-DFM delivers up to 128× faster sampling [1].")
     backend.yes = -2.0
@@ -599,6 +619,17 @@ def test_readings_are_fitted_saved_and_loaded(tmp_path: Path) -> None:
     assert strict.cut <= 0.5 and flagged <= FALSE_ALARMS * len(ordinary)
     with pytest.raises(ValueError, match="both yes and no"):
         Reading.fit("verdict", "m.gguf", [1.0, 2.0], [True, True])
+    # With an accuracy target, the band where no verdict is said is the narrowest whose
+    # verdicts outside it are that share right; read with the fit, saved with it.
+    xs = [0.25 * i for i in range(-12, 13)]
+    ys = [x > 0 if abs(x) > 1 else i % 2 == 0 for i, x in enumerate(xs)]
+    banded = Reading.fit("verdict", "m.gguf", xs, ys, accuracy=0.9)
+    assert banded.low is not None and banded.low < banded.cut and banded.low <= 0.5 <= banded.cut
+    said = [(banded.decide(x), y) for x, y in zip(xs, ys, strict=True)]
+    stated = [d == "yes" if y else d == "no" for d, y in said if d != "open"]
+    assert sum(stated) >= 0.9 * len(stated) and len(stated) < len(xs)
+    assert {"yes", "no", "open"} == {d for d, _ in said}
+    assert Reading.load("verdict", "m.gguf", banded.save(tmp_path).parent).low == banded.low
 
 
 def test_answer_shapes_follow_what_the_question_asks(fake_seed: Settings) -> None:
