@@ -126,9 +126,10 @@ def leave_one_out(
     return right
 
 
-def claim_readings(out: Path | None = None) -> tuple[list[float], list[bool], str, list[str]]:
-    """The model's claim readings on the verifier's labelled pairs that the alignment
-    verifier accepts (the only sentences it is asked about), as the answerer reads them."""
+def claim_readings(out: Path | None = None) -> tuple[list[dict[str, Any]], str]:
+    """Every labelled pair of the verifier's set: its label, its kind and, for a pair the
+    alignment verifier accepts (the only sentences the model is asked about), the model's
+    claim reading as the answerer makes it (None for a pair alignment rejects)."""
     from evals.verifier import CALIBRATION, judge, load_pairs
     from rag.corpus import read_papers
     from rag.embed import load_embedding
@@ -139,36 +140,36 @@ def claim_readings(out: Path | None = None) -> tuple[list[float], list[bool], st
     writer = make_writer(settings.llm)
     papers = {p.id: p for p in read_papers([PROJECT_ROOT / "corpus"]).papers}
     verifier = AlignmentVerifier(load_embedding(settings.embed))
-    xs, ys, kinds = [], [], []
+    rows: list[dict[str, Any]] = []
     for pair in load_pairs(CALIBRATION):
-        if not judge(verifier, pair, papers)[0]:
-            continue
-        cited = [papers[i] for i in pair["cited"]]
-        v = verifier.check(pair["sentence"], cited, pair["question"], pair["framing"])
-        x = writer.reads(claim_prompt(cited[max(v.source, 0)], v.evidence, pair["sentence"]))
-        if x is not None:
-            xs.append(x)
-            ys.append(bool(pair["supported"]))
-            kinds.append(str(pair["kind"]))
+        x = None
+        if judge(verifier, pair, papers)[0]:
+            cited = [papers[i] for i in pair["cited"]]
+            v = verifier.check(pair["sentence"], cited, pair["question"], pair["framing"])
+            x = writer.reads(claim_prompt(cited[max(v.source, 0)], v.evidence, pair["sentence"]))
+            if x is None:
+                continue  # the backend gives no readings
+        rows.append({"x": x, "supported": bool(pair["supported"]), "kind": str(pair["kind"])})
     if out is not None:
-        rows = [{"x": x, "supported": y, "kind": k} for x, y, k in zip(xs, ys, kinds, strict=True)]
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"model": writer.model, "rows": rows}) + "\n")
-    return xs, ys, writer.model, kinds
+    return rows, writer.model
 
 
 def fit_claim(cache: Path | None) -> None:
-    cache = cache / "claim.json" if cache is not None else None
-    """The claim reading's fit, and its precision and recall on the labelled pairs by
-    10-fold cross-validation (each fold's pairs judged by a fit without them)."""
+    """The claim reading's fit, and the verifier's precision and recall with it on the
+    labelled pairs, overall and by kind, by 10-fold cross-validation (each fold's pairs
+    judged by a fit without them)."""
     started = time.perf_counter()
-    if cache is not None and cache.exists():
-        data = json.loads(cache.read_text())
-        xs = [r["x"] for r in data["rows"]]
-        ys = [r["supported"] for r in data["rows"]]
-        kinds = [r["kind"] for r in data["rows"]]
-        model = data["model"]
+    path = cache / "claim.json" if cache is not None else None
+    if path is not None and path.exists():
+        data = json.loads(path.read_text())
+        rows, model = data["rows"], data["model"]
     else:
-        xs, ys, model, kinds = claim_readings(cache)
+        rows, model = claim_readings(path)
+    read = [r for r in rows if r["x"] is not None]
+    xs = [r["x"] for r in read]
+    ys = [r["supported"] for r in read]
     reading = Reading.fit("claim", model, xs, ys, precision=PRECISION)
     kept = [False] * len(xs)
     for fold in range(10):
@@ -178,24 +179,30 @@ def fit_claim(cache: Path | None) -> None:
         )
         for i in range(fold, len(xs), 10):
             kept[i] = part.predict(xs[i])
-    from evals.verifier import CALIBRATION, load_pairs
-
-    supported = sum(bool(p["supported"]) for p in load_pairs(CALIBRATION))
+    supported = sum(r["supported"] for r in rows)
     accepted = sum(kept)
     right = sum(k and y for k, y in zip(kept, ys, strict=True))
     print(
-        f"claim: {len(xs)} pairs the alignment accepts read in "
+        f"claim: {len(xs)} of {len(rows)} pairs accepted by the alignment, read in "
         f"{time.perf_counter() - started:.0f}s; precision {right / max(accepted, 1):.3f} "
         f"(alignment alone {sum(ys) / len(xs):.3f}), recall {right / supported:.3f} "
         f"(alignment alone {sum(ys) / supported:.3f}) by 10-fold cross-validation; "
         f"yes from P {reading.cut:.3f} -> {reading.save().relative_to(PROJECT_ROOT)}"
     )
+    # By kind, alignment and reading together: a pair alignment rejects stays rejected.
+    accepts = iter(kept)
     by_kind: dict[str, list[bool]] = {}
-    for k, y, keep in zip(kinds, ys, kept, strict=True):
-        by_kind.setdefault(k, []).append(keep == y)
+    alone: dict[str, list[bool]] = {}
+    for r in rows:
+        said = r["x"] is not None and next(accepts)
+        by_kind.setdefault(r["kind"], []).append(said == r["supported"])
+        alone.setdefault(r["kind"], []).append((r["x"] is not None) == r["supported"])
     print(
-        "  judged right by kind: "
-        + ", ".join(f"{k} {sum(v) / len(v):.2f} ({len(v)})" for k, v in sorted(by_kind.items()))
+        "  judged right by kind (alignment alone): "
+        + ", ".join(
+            f"{k} {sum(v) / len(v):.3f} ({sum(alone[k]) / len(v):.3f}, {len(v)})"
+            for k, v in sorted(by_kind.items())
+        )
     )
 
 
