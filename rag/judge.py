@@ -2,7 +2,7 @@
 
 The model reads the same prompt it answers from and is asked one question about it; its
 first-token log-odds of "Yes" over "No" is the one named feature, and a logistic fit on
-labelled questions turns it into a probability. Two readings use it:
+labelled questions turns it into a probability. Three readings use it:
 
 - `verdict`: does the evidence answer a yes/no question yes? (rag.prompts.VERDICT_ASK)
   Between `low` and `cut` the reading is too unsure to state: the answer says what the
