@@ -564,6 +564,17 @@ def test_a_reading_too_unsure_to_state_gives_the_evidence_without_a_verdict(
     assert a.ask("Does SOTAlign use limited paired data?").verdict == "yes"
 
 
+def test_a_verdict_restating_the_question_keeps_the_questions_case(fake_seed: Settings) -> None:
+    backend = Reads("No, Sparse autoencoders in SAEmnesia do not need retain data. x [1].", yes=-3)
+    answer = answerer(fake_seed, "", backend)[0].ask(
+        "Do sparse autoencoders in SAEmnesia need retain data?"
+    )
+    assert answer.text.startswith("No, sparse autoencoders in SAEmnesia do not"), answer.text
+    backend = Reads("No, SAEmnesia does not need retain data. x [1].", yes=-3)
+    answer = answerer(fake_seed, "", backend)[0].ask("Does SAEmnesia need retain data?")
+    assert answer.text.startswith("No, SAEmnesia does not"), answer.text
+
+
 def test_a_contradicted_premise_is_answered_no_first(fake_seed: Settings) -> None:
     backend = Reads("No. FS-DFM delivers up to 128× faster sampling [1].")
     backend.yes = -2.0
