@@ -25,7 +25,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,17 +116,37 @@ def readings(
     return xs, ys, writer.model
 
 
+def held_out_fits(
+    kind: str, model: str, xs: list[float], ys: list[bool], **fit: Any
+) -> Iterator[tuple[int, Reading]]:
+    """Leave-one-out: each question's index with the reading fitted without it."""
+    for i in range(len(xs)):
+        rest_x, rest_y = xs[:i] + xs[i + 1 :], ys[:i] + ys[i + 1 :]
+        yield i, Reading.fit(kind, model, rest_x, rest_y, **fit)
+
+
 def leave_one_out(
     kind: str, model: str, xs: list[float], ys: list[bool], ordinary: list[float] | None
 ) -> int:
-    right = 0
-    for i in range(len(xs)):
-        rest_x, rest_y = xs[:i] + xs[i + 1 :], ys[:i] + ys[i + 1 :]
-        right += Reading.fit(kind, model, rest_x, rest_y, ordinary).predict(xs[i]) == ys[i]
-    return right
+    return sum(
+        part.predict(xs[i]) == ys[i]
+        for i, part in held_out_fits(kind, model, xs, ys, ordinary=ordinary)
+    )
 
 
-def claim_readings(out: Path | None = None) -> tuple[list[dict[str, Any]], str]:
+def cached(path: Path | None, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Readings ({"model", "rows"}) from `path` when it exists, else read and kept there."""
+    if path is not None and path.exists():
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    data = read()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data) + "\n")
+    return data
+
+
+def claim_readings() -> dict[str, Any]:
     """Every labelled pair of the verifier's set: its label, its kind and, for a pair the
     alignment verifier accepts (the only sentences the model is asked about), the model's
     claim reading as the answerer makes it (None for a pair alignment rejects)."""
@@ -150,10 +170,7 @@ def claim_readings(out: Path | None = None) -> tuple[list[dict[str, Any]], str]:
             if x is None:
                 continue  # the backend gives no readings
         rows.append({"x": x, "supported": bool(pair["supported"]), "kind": str(pair["kind"])})
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"model": writer.model, "rows": rows}) + "\n")
-    return rows, writer.model
+    return {"model": writer.model, "rows": rows}
 
 
 def fit_claim(cache: Path | None) -> None:
@@ -161,12 +178,8 @@ def fit_claim(cache: Path | None) -> None:
     labelled pairs, overall and by kind, by 10-fold cross-validation (each fold's pairs
     judged by a fit without them)."""
     started = time.perf_counter()
-    path = cache / "claim.json" if cache is not None else None
-    if path is not None and path.exists():
-        data = json.loads(path.read_text())
-        rows, model = data["rows"], data["model"]
-    else:
-        rows, model = claim_readings(path)
+    data = cached(cache / "claim.json" if cache is not None else None, claim_readings)
+    rows, model = data["rows"], data["model"]
     read = [r for r in rows if r["x"] is not None]
     xs = [r["x"] for r in read]
     ys = [r["supported"] for r in read]
@@ -214,16 +227,13 @@ def cached_readings(
     label: Callable[[dict[str, Any]], bool],
 ) -> tuple[list[float], list[bool], str]:
     """`readings`, kept in cache/name.json when a cache is given (and read from it)."""
-    path = cache / f"{name}.json" if cache is not None else None
-    if path is not None and path.exists():
-        data = json.loads(path.read_text())
-        return [r["x"] for r in data["rows"]], [r["yes"] for r in data["rows"]], data["model"]
-    xs, ys, model = readings(rows, kind, label)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        rows_out = [{"x": x, "yes": y} for x, y in zip(xs, ys, strict=True)]
-        path.write_text(json.dumps({"model": model, "rows": rows_out}) + "\n")
-    return xs, ys, model
+
+    def read() -> dict[str, Any]:
+        xs, ys, model = readings(rows, kind, label)
+        return {"model": model, "rows": [{"x": x, "yes": y} for x, y in zip(xs, ys, strict=True)]}
+
+    data = cached(cache / f"{name}.json" if cache is not None else None, read)
+    return [r["x"] for r in data["rows"]], [r["yes"] for r in data["rows"]], data["model"]
 
 
 def verdict_cross_validated(model: str, xs: list[float], ys: list[bool]) -> str:
@@ -231,9 +241,7 @@ def verdict_cross_validated(model: str, xs: list[float], ys: list[bool]) -> str:
     without it; the share stated, the share of those right, and the agreement with the
     label over all (a verdict not stated counts as not agreeing)."""
     said = right = 0
-    for i in range(len(xs)):
-        rest_x, rest_y = xs[:i] + xs[i + 1 :], ys[:i] + ys[i + 1 :]
-        part = Reading.fit("verdict", model, rest_x, rest_y, accuracy=ACCURACY)
+    for i, part in held_out_fits("verdict", model, xs, ys, accuracy=ACCURACY):
         decision = part.decide(xs[i])
         if decision != "open":
             said += 1

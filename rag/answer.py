@@ -465,9 +465,10 @@ class Answerer:
                 text, note = "", "the model's line was too short to say what the paper does"
             if text:
                 verdict = self.verifier.check(text, [s.paper], answer.question, answer.framing)
-                why = verdict.reason
-                if verdict.supported and not answer.failed:
-                    why = self._not_stated(text, s.paper, verdict.evidence)
+                if not verdict.supported:
+                    why = verdict.reason or "no source supports it"
+                else:
+                    why = "" if answer.failed else self._not_stated(text, s.paper, verdict.evidence)
                 if not why:
                     own, evidence = True, verdict.evidence
                 else:
@@ -714,15 +715,13 @@ class Answerer:
             elif i == 0 and answer.shape is Shape.YESNO and (m := _VERDICT.match(body)):
                 # No reading (the backend gave no log-probabilities): the model's own word.
                 answer.verdict = "yes" if m.group("yes") else "no" if m.group("no") else "open"
-                word = _VERDICT_WORDS
-                verdict = Sentence(word[answer.verdict] + ".", [], True, 0.0, kind="verdict")
+                said = _VERDICT_WORDS[answer.verdict]
+                verdict = Sentence(f"{said}.", [], True, 0.0, kind="verdict")
                 sentences.append(verdict)
                 body = body[m.end() :].strip()
                 if _restates(body, answer.question):
                     # "No, SPA-Cache does not ...": the verdict in words, not evidence.
-                    verdict.text = _end(
-                        f"{word[answer.verdict]}, {_lower_first(body, answer.question)}"
-                    )
+                    verdict.text = _end(f"{said}, {_lower_first(body, answer.question)}")
                     continue
                 body = body[:1].upper() + body[1:]
             if (
