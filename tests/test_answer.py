@@ -523,6 +523,13 @@ class Reads(ScriptedBackend):
         return {o: yes if o == "Yes" else 0.0 for o in options}
 
 
+# SOTAlign's own sentence, which the verifier supports whatever the embedder.
+SOTALIGN_SAYS = (
+    "To address this challenge, we propose SOTAlign, a two-stage framework that first "
+    "recovers a coarse shared geometry from limited paired data using a linear teacher [1]."
+)
+
+
 def test_a_yes_no_verdict_is_the_models_reading_before_it_writes(fake_seed: Settings) -> None:
     # The model wrote "No", but read the evidence as yes: the verdict is the reading, the
     # answer was asked to start with it, and the model's sentence is only evidence.
@@ -538,10 +545,34 @@ def test_a_yes_no_verdict_is_the_models_reading_before_it_writes(fake_seed: Sett
     )
     assert answer.text.startswith("Yes") and answer.sentences[1].supported
     assert "No verdict fit for scripted" in answer.note  # no fit for this model: its own choice
-    backend = Reads("No. SOTAlign recovers a coarse shared geometry [1].")
+    backend = Reads(f"No. {SOTALIGN_SAYS}")
     backend.yes = -3.0
     answer = answerer(fake_seed, "", backend)[0].ask("Does SOTAlign use paired data only?")
     assert answer.verdict == "no" and VERDICT_LEADS["no"] in backend.prompts[0]
+
+
+def test_a_bare_verdict_whose_next_sentence_no_source_holds_is_not_stated(
+    fake_seed: Settings,
+) -> None:
+    # The model read "no" and wrote "No. X cannot Y": no source says it, so the answer does
+    # not say No either; the sources' evidence is what it shows.
+    backend = Reads(
+        "No. SOTAlign cannot align encoders without millions of paired samples from "
+        "proprietary clinical archives [1].",
+        yes=-3.0,
+    )
+    a, _ = answerer(fake_seed, "", backend)
+    answer = a.ask("Can SOTAlign align encoders with few paired samples?")
+    assert answer.verdict == "open" and answer.signals["verdict_withdrawn"] == 1.0
+    assert answer.text.startswith("The sources do not settle this."), answer.text
+    assert answer.sentences[0].note and not answer.text.startswith("No")
+    # Restated in its own words, the verdict stands: the restatement is the verdict's, no
+    # claim for the verifier.
+    backend = Reads("No, SOTAlign does not align encoders with few paired samples [1].", yes=-3.0)
+    answer = answerer(fake_seed, "", backend)[0].ask(
+        "Does SOTAlign align encoders with few paired samples?"
+    )
+    assert answer.verdict == "no" and "verdict_withdrawn" not in answer.signals
 
 
 def test_a_reading_too_unsure_to_state_gives_the_evidence_without_a_verdict(
@@ -558,7 +589,10 @@ def test_a_reading_too_unsure_to_state_gives_the_evidence_without_a_verdict(
     assert answer.verdict == "open" and VERDICT_LEADS["open"] in backend.prompts[0]
     assert answer.text.startswith("The sources do not settle this."), answer.text
     assert "No" not in answer.text and answer.sentences[0].kind == "verdict"
-    backend = Reads("Yes. SOTAlign aligns encoders with limited paired data [1].", yes=3.0)
+    backend = Reads(
+        f"Yes. {SOTALIGN_SAYS}",
+        yes=3.0,
+    )
     a, _ = answerer(fake_seed, "", backend)
     a._readings["verdict", "scripted"] = Reading("verdict", "scripted", fitted=True, low=0.3)
     assert a.ask("Does SOTAlign use limited paired data?").verdict == "yes"
