@@ -183,7 +183,6 @@ class Sentence:
     note: str = ""
     kind: str = "claim"  # claim | verdict (a yes/no opening) | coverage (what sources lack)
     own_words: bool = True  # the writer's words (a model's), not a quoted source sentence
-    backed: bool = False  # a verdict restated in the model's words ("No, X does not ...")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -710,7 +709,6 @@ class Answerer:
                     verdict.note = "the model's reading of the sources is too unsure to say"
                 elif _restates(body, answer.question):
                     verdict.text = _end(f"{said}, {_lower_first(body, answer.question)}")
-                    verdict.backed = True  # said in the verdict's own words
                     sentences.append(verdict)
                     continue
                 sentences.append(verdict)
@@ -724,7 +722,6 @@ class Answerer:
                 if _restates(body, answer.question):
                     # "No, SPA-Cache does not ...": the verdict in words, not evidence.
                     verdict.text = _end(f"{said}, {_lower_first(body, answer.question)}")
-                    verdict.backed = True  # said in the verdict's own words
                     continue
                 body = body[:1].upper() + body[1:]
             if (
@@ -957,19 +954,16 @@ def _withdraw_unbacked(answer: Answer, sentences: list[Sentence]) -> None:
     is unsupported: on a question the model misreads, that sentence says what no source
     does ("No. X cannot Y", flagged), and the verdict with it. A verdict restated in its own
     words ("No, X does not ...") stands, as does one the model wrote nothing checkable for."""
-    if answer.verdict not in ("yes", "no"):
+    if answer.verdict not in ("yes", "no") or len(sentences) < 2:
         return
-    for at, verdict in enumerate(sentences):
-        if verdict.kind != "verdict":
-            continue
-        after = sentences[at + 1] if at + 1 < len(sentences) else None
-        if verdict.backed or after is None or after.kind != "claim" or after.supported:
-            return
-        answer.signals["verdict_withdrawn"] = 1.0
-        answer.verdict = "open"
-        verdict.text = f"{_VERDICT_WORDS['open']}."
-        verdict.note = "the sentence the model wrote for its verdict is not in the sources"
+    verdict, after = sentences[0], sentences[1]  # a verdict is always the first sentence
+    bare = verdict.text == f"{_VERDICT_WORDS[answer.verdict]}."
+    if verdict.kind != "verdict" or not bare or after.kind != "claim" or after.supported:
         return
+    answer.signals["verdict_withdrawn"] = 1.0
+    answer.verdict = "open"
+    verdict.text = f"{_VERDICT_WORDS['open']}."
+    verdict.note = "the sentence the model wrote for its verdict is not in the sources"
 
 
 def _end(text: str) -> str:
