@@ -40,7 +40,10 @@ from rag.relevance import (
     Predictions,
     RelevanceModel,
     Sample,
+    TermWeights,
     TopicSample,
+    choose_topic,
+    observations,
     out_of_fold,
 )
 from rag.retrieve import Retriever
@@ -84,12 +87,18 @@ def collect(
         gold = frozenset(gold_for(q, retriever, papers, scale))
         parsed = retriever.parse(q["question"])
         if parsed.authors or parsed.tracks:
-            said = retriever.topic_terms(parsed)
+            said = tuple(dict.fromkeys(retriever.topic_terms(parsed)))
             allowed = retriever._allowed(parsed) or set()
             listing = q["type"] in ("author", "track") and q["answerable"] and gold == allowed
+            wrote = [retriever._written(pid)[0] for pid in gold] if listing else []
             topics.append(
                 TopicSample(
-                    tuple(said), tuple(retriever._df(t) for t in said), passages, not listing
+                    said,
+                    tuple(retriever._df(t) for t in said),
+                    passages,
+                    not listing,
+                    q["split"],
+                    tuple(any(t in w for w in wrote) for t in said) if listing else (),
                 )
             )
             if listing:
@@ -184,6 +193,31 @@ def cross_validated(
     return out
 
 
+def topic_cut_cross_validated(samples: list[Sample], topics: list[TopicSample]) -> dict[str, Any]:
+    """Author's and track's questions told apart as asking for the whole list or about a
+    topic among their papers, each set by term weights and a cut fitted without it."""
+    right = {True: 0, False: 0}
+    seen = {True: 0, False: 0}
+    for group in sorted({t.group for t in topics}):
+        weights = TermWeights.fit(
+            observations(
+                [s for s in samples if s.group != group], [t for t in topics if t.group != group]
+            )
+        )
+        cut = choose_topic(weights, [t for t in topics if t.group != group])
+        for t in (t for t in topics if t.group == group):
+            heaviest = max(
+                (weights.weigh(w, d, t.passages) for w, d in zip(t.terms, t.df, strict=True)),
+                default=0.0,
+            )
+            seen[t.topical] += 1
+            right[t.topical] += (heaviest >= cut) == t.topical
+    return {
+        "lists_read_as_lists": share(right[False], seen[False]),
+        "topics_read_as_topics": share(right[True], seen[True]),
+    }
+
+
 def _source(questions: list[dict[str, Any]]) -> dict[str, Any]:
     data = DATA.read_bytes()
     return {
@@ -246,9 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         "fitted_on": _source(questions) | {"papers": papers, "samples": len(samples)},
         **_stamp(),
     }
-    oof = out_of_fold(samples)
+    oof = out_of_fold(samples, topics)
     model = RelevanceModel.fit(model_key, samples, topics, info, oof)
     figures = cross_validated(samples, kept, oof, model)
+    figures["topic_cut"] = topic_cut_cross_validated(samples, topics)
     model.info["leave_one_set_out"] = figures
     out = args.out_dir / f"{model_key}.relevance.json"
     model.save(out)

@@ -44,7 +44,7 @@ _DROP = STOPWORDS | word_list("generic") | word_list("question")
 class Excerpt:
     """What of one source goes in front of the writer."""
 
-    sentences: tuple[str, ...]  # chosen, in the abstract's order
+    sentences: tuple[str, ...]  # chosen, in the abstract's order (a detail's `best` first)
     best: str  # the one most like the question
     score: float  # how like the question `best` is
     gist: str  # the sentence that says what the paper does
@@ -174,9 +174,12 @@ class Excerpter:
                 continue
             top = max(range(len(group)), key=lambda i: scores[i])
             best = keep[0] if keep else top
+            # A detail's value sentence leads: in the abstract's order the small model often
+            # writes from the sentence before it instead (evals/README.md, numeric answers).
+            order = sorted(keep, key=lambda i: (detail and i != best, i))
             out.append(
                 Excerpt(
-                    tuple(group[i][: budget or 500] for i in sorted(keep)),
+                    tuple(group[i][: budget or 500] for i in order),
                     group[best][:500],
                     scores[top],
                     group[gist][:GIST_CHARS],

@@ -28,7 +28,7 @@ import json
 import math
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,16 +160,15 @@ class TermWeights:
         return self(term) * rarity(df, passages)
 
     @classmethod
-    def fit(cls, samples: Iterable[tuple[Evidence, set[str]]]) -> TermWeights:
+    def fit(cls, observed: Iterable[tuple[Sequence[str], Sequence[bool]]]) -> TermWeights:
+        """From each question's distinct terms and whether its gold papers write each one
+        (`observations` below)."""
         written: dict[str, float] = defaultdict(float)
         asked: dict[str, float] = defaultdict(float)
-        for ev, gold in samples:
-            golds = [c for c in ev.candidates if c.id in gold]
-            if not golds:
-                continue
-            for i in ev.unique():
-                asked[ev.terms[i]] += 1
-                written[ev.terms[i]] += any(c.has[i] for c in golds)
+        for said, wrote in observed:
+            for term, w in zip(said, wrote, strict=True):
+                asked[term] += 1
+                written[term] += w
         total = sum(asked.values())
         default = sum(written.values()) / total if total else 0.5
         rates = {
@@ -177,6 +176,24 @@ class TermWeights:
             for t, n in asked.items()
         }
         return cls(rates, round(default, 4))
+
+
+def observations(
+    samples: Iterable[Sample], topics: Iterable[TopicSample] = ()
+) -> Iterator[tuple[tuple[str, ...], tuple[bool, ...]]]:
+    """What term weights are fitted on: each answerable question's distinct terms and
+    whether its gold papers write them, author's and track's lists included (their words
+    besides the names, "what did Smith publish?", are asked of papers that do not write
+    them)."""
+    for s in samples:
+        golds = [c for c in s.evidence.candidates if c.id in s.gold]
+        if not s.answerable or not golds:
+            continue
+        ev, idx = s.evidence, s.evidence.unique()
+        yield tuple(ev.terms[i] for i in idx), tuple(any(c.has[i] for c in golds) for i in idx)
+    for t in topics:
+        if t.written:
+            yield t.terms, t.written
 
 
 # ---------------------------------------------------------------------- features
@@ -413,6 +430,9 @@ class TopicSample:
     df: tuple[int, ...]
     passages: int
     topical: bool
+    group: str = ""
+    # For a list: whether the listed papers write each term (distinct terms).
+    written: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -481,9 +501,9 @@ class RelevanceModel:
         question set took no part in (`out_of_fold`, computed here unless given), so that
         they hold on questions not yet seen. Without `cross_validate` (a quick fit for
         tests), from the fit's own predictions."""
-        parts = _fit_parts(samples)
+        parts = _fit_parts(samples, topics)
         if oof is None:
-            oof = out_of_fold(samples) if cross_validate else _predict(parts, samples)
+            oof = out_of_fold(samples, topics) if cross_validate else _predict(parts, samples)
         abstain_below = choose_abstain(samples, oof.answerable, cls.MAX_WRONGLY_ABSTAINED)
         keep_from = {
             asks: choose_cut(
@@ -609,8 +629,10 @@ def load(homes: Sequence[Path], model_key: str) -> tuple[RelevanceModel | None, 
 # ---------------------------------------------------------------------- fitting helpers
 
 
-def _fit_parts(samples: Sequence[Sample]) -> tuple[TermWeights, Linear, SparseLinear, Linear]:
-    terms = TermWeights.fit((s.evidence, set(s.gold)) for s in samples if s.answerable)
+def _fit_parts(
+    samples: Sequence[Sample], topics: Sequence[TopicSample] = ()
+) -> tuple[TermWeights, Linear, SparseLinear, Linear]:
+    terms = TermWeights.fit(observations(samples, topics))
     candidates = _fit_candidates(samples, terms)
     words_oof = _words_out_of_fold(samples)
     words = SparseLinear.fit([question_keys(s.evidence) for s in samples], _answerable(samples))
@@ -657,14 +679,15 @@ class Predictions:
     answerable: np.ndarray  # per sample
 
 
-def out_of_fold(samples: Sequence[Sample]) -> Predictions:
+def out_of_fold(samples: Sequence[Sample], topics: Sequence[TopicSample] = ()) -> Predictions:
     """Every sample predicted by models fitted without its question set (leave one set out)."""
     relevance: list[np.ndarray] = [np.zeros(0)] * len(samples)
     answerable = np.zeros(len(samples))
     for group in sorted({s.group for s in samples}):
         inside = [s for s in samples if s.group != group]
         held = [n for n, s in enumerate(samples) if s.group == group]
-        got = _predict(_fit_parts(inside), [samples[n] for n in held])
+        others = [t for t in topics if t.group != group]
+        got = _predict(_fit_parts(inside, others), [samples[n] for n in held])
         for k, n in enumerate(held):
             relevance[n], answerable[n] = got.relevance[k], got.answerable[k]
     return Predictions(relevance, answerable)

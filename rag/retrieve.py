@@ -352,8 +352,7 @@ class Retriever:
     @staticmethod
     def topic_terms(q: Query) -> list[str]:
         """The question's terms besides the words that named its authors or tracks."""
-        meta = set(q.meta_words) | {w for a in q.authors for w in a.split()}
-        return [t for t, w in terms(q.text) if w not in meta]
+        return [t for t, _ in terms(_about(q, whole=False))]
 
     def _follow_up(
         self, q: Query, k: int, allowed: set[str] | None, authors: list[str], tracks: list[str]
@@ -476,8 +475,11 @@ class Retriever:
             mask = np.zeros(n, dtype=bool)
             at = {pid: i for i, pid in enumerate(tables.order)}
             mask[[at[pid] for pid in allowed if pid in at]] = True
-        cos = self._cosines(q.text)
-        said = terms(q.text)
+        # Among an author's or track's papers, the names say nothing of which one is meant:
+        # none of Smith's abstracts writes "Smith". (Unfiltered, a baseline reads them all.)
+        about = _about(q) if allowed is not None else q.text
+        cos = self._cosines(about)
+        said = terms(about)
         bm25 = self._bm25_scores([t for t, _ in said])
         dense_order = [int(i) for i in np.argsort(-np.where(mask, cos, -np.inf), kind="stable")]
         dense_order = dense_order[: int(mask.sum())]
@@ -587,6 +589,16 @@ class Retriever:
             surface = frozenset(light(w) for _, w in said)
             written[pid] = (frozenset(body), frozenset(itertools.pairwise(body)), title, surface)
         return written[pid]
+
+
+def _about(q: Query, whole: bool = True) -> str:
+    """The question without the words that named its authors or tracks (with `whole`, the
+    whole question when nothing else is left: what a search needs something of)."""
+    meta = set(q.meta_words) | {w for a in q.authors for w in a.split()}
+    if not meta:
+        return q.text
+    rest = " ".join(w for w in q.words if w not in meta)
+    return rest or (q.text if whole else "")
 
 
 def _missing(ev: Evidence, model: RelevanceModel, closest: Candidate) -> list[str]:

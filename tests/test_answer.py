@@ -487,6 +487,9 @@ def test_number_questions_get_the_sentence_with_the_number(fake_seed: Settings) 
     a, backend = answerer(fake_seed, "unused")
     a.ask(question)
     assert "7000" in backend.prompts[-1].replace(",", "")
+    # ... first in its source's excerpt, where a small model writes from.
+    first = split_sentences(backend.prompts[0].split('"""')[1].strip())[0]
+    assert "7000" in first.replace(",", "")
     quoted = Answerer(a.retriever, fake_seed, writer=ExtractiveWriter()).ask(question)
     assert "7000" in quoted.text.replace(",", "") and quoted.sentences[0].citations == [1]
     assert quoted.written_by == "extractive" and quoted.backend == "extractive"

@@ -24,6 +24,7 @@ from rag.relevance import (
     choose_abstain,
     choose_cut,
     choose_topic,
+    observations,
     out_of_fold,
     question_features,
 )
@@ -94,10 +95,19 @@ def topic_samples() -> list[TopicSample]:
 
 
 def test_term_weights_learn_which_words_the_gold_paper_writes() -> None:
-    weights = TermWeights.fit((s.evidence, set(s.gold)) for s in samples() if s.answerable)
+    weights = TermWeights.fit(observations(samples()))
     assert all(weights(t) < 0.3 for t in FRAMING if t in weights.rates)
     assert all(weights(t) > 0.7 for t in TOPIC_WORDS if t in weights.rates)
     assert 0 < weights("never-asked") == weights.default < 1
+
+
+def test_the_words_asking_for_an_authors_list_are_fitted_as_framing() -> None:
+    # "What did Smith publish?": the listed papers do not write "publish", so it is no topic.
+    listing = [TopicSample(("publish",), (2,), 60, False, f"set{i}", (False,)) for i in range(6)]
+    alone = TermWeights.fit(observations(samples()))
+    both = TermWeights.fit(observations(samples(), listing))
+    assert alone("publish") == alone.default
+    assert both("publish") < 0.3 < min(both(t) for t in TOPIC_WORDS if t in both.rates)
 
 
 def test_features_have_their_names_and_do_not_depend_on_the_collections_size() -> None:

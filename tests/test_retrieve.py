@@ -157,12 +157,35 @@ def test_an_authors_papers_are_weighed_against_the_topic_asked_of_them(
 ) -> None:
     r = real_retriever.retrieve("Did Zeynep Akata write anything on graph neural networks?")
     assert r.abstained and "Zeynep Akata's papers" in r.reason
+    assert r.missing and not {"zeynep", "akata"} & set(r.missing)
     assert all(any("Akata" in a for a in h.paper.authors) for h in r.hits)
+    r = real_retriever.retrieve("Which of Xiaojun Quan's papers merges models?")
+    assert not r.abstained and names(r)[0] == "HARC"
     r = real_retriever.retrieve("Which of Zeynep Akata's papers use sparse autoencoders?")
     assert not r.abstained and "TimeSAE" in names(r)
     # The list itself, with no topic, comes from the metadata.
     r = real_retriever.retrieve("What has Zeynep Akata worked on?")
     assert r.mode == "author" and len(r.hits) == 4
+    r = real_retriever.retrieve("What has Tom Sander published?")  # "published" is no topic
+    assert r.mode == "author" and len(r.hits) == 2
+
+
+def test_an_authors_names_are_not_part_of_the_topic_asked_of_their_papers(
+    retriever: Retriever,
+) -> None:
+    # None of Smith's abstracts writes "Smith": among their papers the name tells none apart,
+    # and a question declined there is not for want of it.
+    ev = retriever.evidence(
+        "Which of Zeynep Akata's papers use graph neural networks?", topical=True
+    )
+    assert ev is not None and ev.papers == 4
+    assert {"graph", "neural", "networks"} <= set(ev.words)
+    assert not {"zeynep", "akata", "akata's"} & set(ev.words)
+    track = retriever.evidence("Safety track papers on watermarking", topical=True)
+    assert track is not None and "safety" not in track.words and "watermarking" in track.words
+    # A question of nothing but names asks for the list: no word is left to weigh as a topic.
+    assert retriever.topic_terms(retriever.parse("computer vision track")) == []
+    assert retriever.topic_terms(retriever.parse("Zeynep Akata")) == []
 
 
 def test_a_stand_in_model_decides_what_is_declined_and_listed(retriever: Retriever) -> None:
