@@ -206,12 +206,8 @@ def topic_cut_cross_validated(samples: list[Sample], topics: list[TopicSample]) 
         )
         cut = choose_topic(weights, [t for t in topics if t.group != group])
         for t in (t for t in topics if t.group == group):
-            heaviest = max(
-                (weights.weigh(w, d, t.passages) for w, d in zip(t.terms, t.df, strict=True)),
-                default=0.0,
-            )
             seen[t.topical] += 1
-            right[t.topical] += (heaviest >= cut) == t.topical
+            right[t.topical] += (weights.heaviest(t.terms, t.df, t.passages) >= cut) == t.topical
     return {
         "lists_read_as_lists": share(right[False], seen[False]),
         "topics_read_as_topics": share(right[True], seen[True]),

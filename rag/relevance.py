@@ -159,6 +159,13 @@ class TermWeights:
         """The term's weight times its rarity in the collection: how much it says."""
         return self(term) * rarity(df, passages)
 
+    def heaviest(self, terms: Sequence[str], df: Sequence[int], passages: int) -> float:
+        """The weight of a question's heaviest term (0 without terms): whether it names a
+        topic (`RelevanceModel.topic_from`)."""
+        return max(
+            (self.weigh(t, d, passages) for t, d in zip(terms, df, strict=True)), default=0.0
+        )
+
     @classmethod
     def fit(cls, observed: Iterable[tuple[Sequence[str], Sequence[bool]]]) -> TermWeights:
         """From each question's distinct terms and whether its gold papers write each one
@@ -186,8 +193,8 @@ def observations(
     besides the names, "what did Smith publish?", are asked of papers that do not write
     them)."""
     for s in samples:
-        golds = [c for c in s.evidence.candidates if c.id in s.gold]
-        if not s.answerable or not golds:
+        golds = [c for c in s.evidence.candidates if c.id in s.gold] if s.answerable else []
+        if not golds:
             continue
         ev, idx = s.evidence, s.evidence.unique()
         yield tuple(ev.terms[i] for i in idx), tuple(any(c.has[i] for c in golds) for i in idx)
@@ -721,16 +728,7 @@ def choose_topic(weights: TermWeights, samples: Sequence[TopicSample]) -> float:
     """The weight from which a word names a topic: the cut between the author's and track's
     questions that ask for the whole list and those that ask about a topic, by their
     heaviest word, that gets most of them right (midway between the two it separates)."""
-    heaviest = [
-        (
-            max(
-                (weights.weigh(t, d, s.passages) for t, d in zip(s.terms, s.df, strict=True)),
-                default=0.0,
-            ),
-            s.topical,
-        )
-        for s in samples
-    ]
+    heaviest = [(weights.heaviest(s.terms, s.df, s.passages), s.topical) for s in samples]
     values = sorted({h for h, _ in heaviest})
     cuts = [(a + b) / 2 for a, b in itertools.pairwise(values)] or [weights.default / 2]
     return float(max(cuts, key=lambda cut: sum((h >= cut) == topical for h, topical in heaviest)))

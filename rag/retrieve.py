@@ -345,9 +345,9 @@ class Retriever:
         bm25 = self._bm25
         if model is None or bm25 is None:
             return False  # nothing weighs the words: the list, which is exact
-        n = len(bm25.corpus)
-        weights = (model.terms.weigh(t, self._df(t), n) for t in self.topic_terms(q))
-        return max(weights, default=0.0) >= model.topic_from
+        said = self.topic_terms(q)
+        heaviest = model.terms.heaviest(said, [self._df(t) for t in said], len(bm25.corpus))
+        return heaviest >= model.topic_from
 
     @staticmethod
     def topic_terms(q: Query) -> list[str]:
