@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rag.text import GENERIC_ACRONYMS, looks_coined, short_phrase
+from rag.shortforms import ShortForms, shipped
+from rag.text import looks_coined, short_phrase
 
 LISTING_SUFFIXES = (".txt",)
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -264,7 +265,8 @@ _TOKEN = re.compile(_NAME_TOKEN)
 _INTRODUCED_WORD = re.compile(r"^(?:a\s+|an\s+|the\s+)?(" + _NAME_TOKEN + r")\s*[,:(]")
 
 
-def _is_method_name(token: str) -> bool:
+def name_shaped(token: str) -> bool:
+    """Whether a token could be a coined name (TimeSAE, NAtS-L, FS-DFM, I2P), whoever coins it."""
     parts = token.split("-")
     if token.casefold().endswith(_GENERIC_SUFFIXES) or (
         len(parts) > 1 and all(p.islower() for p in parts[1:])
@@ -272,11 +274,9 @@ def _is_method_name(token: str) -> bool:
         return False  # "LLM-based", "LLM-in-the-loop": a description, not a name
     if len(parts) > 1 and all(re.fullmatch(r"[A-Z]?[a-z]{2,}|of|and|to", p) for p in parts):
         return False  # "Concept-Guided", "Mixture-of-Experts": words, not a coined name
-    if token.casefold().rstrip("s") in GENERIC_ACRONYMS or token.casefold() in GENERIC_ACRONYMS:
-        return False
     if len(token) < 2 or len(token) > 30:
         return False
-    # Shaped like a coined name (TimeSAE, NAtS-L, FS-DFM, I2P) and spelled with a capital.
+    # Shaped like a coined name and spelled with a capital.
     return looks_coined(token) and any(c.isupper() for c in token)
 
 
@@ -286,8 +286,14 @@ def method_name(abstract: str) -> str:
     return names[0] if names else ""
 
 
-def coined_names(abstract: str) -> list[str]:
-    """Every name the abstract coins (method, benchmark, system), the main one first."""
+def coined_names(abstract: str, forms: ShortForms | None = None) -> list[str]:
+    """Every name the abstract coins (method, benchmark, system), the main one first; a form
+    the field shares (`forms`, the shipped fit by default: "LLM", "GRPO") is none."""
+    common = (shipped() if forms is None else forms).is_common
+
+    def _is_method_name(token: str) -> bool:
+        return name_shaped(token) and not common(token)
+
     text = re.sub(r"https?://\S+", " ", abstract).replace("**", "")
     counts = Counter(t for t in _TOKEN.findall(text) if _is_method_name(t))
     scores: Counter[str] = Counter()
@@ -297,7 +303,7 @@ def coined_names(abstract: str) -> list[str]:
     for m in _INTRODUCE.finditer(text):
         span = m.group(1)
         lead = _INTRODUCED_WORD.match(span)
-        if lead and lead.group(1)[0].isupper() and lead.group(1).casefold() not in GENERIC_ACRONYMS:
+        if lead and lead.group(1)[0].isupper() and not common(lead.group(1)):
             scores[lead.group(1)] += 7  # "we present Orak, a benchmark ..."
         for paren in _PAREN.findall(span):
             if _is_method_name(paren):
@@ -614,19 +620,6 @@ def _as_text(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(str(v) for v in value)
     return " ".join(str(value).split())
-
-
-def read_jsonl(
-    raw: bytes | Iterable[bytes],
-    source: str,
-    max_abstract_chars: int = DEFAULT_MAX_ABSTRACT_CHARS,
-) -> tuple[list[Paper], list[Problem]]:
-    problems: list[Problem] = []
-    lines = _Lines(raw, source, problems, max_line_bytes(max_abstract_chars))
-    try:
-        return _jsonl_papers(lines, source, max_abstract_chars, problems), problems
-    except TooManyProblems as err:
-        return [], [*problems, Problem(source, 0, str(err))]
 
 
 def _jsonl_papers(

@@ -263,7 +263,7 @@ class Vocabulary:
         named: list[str] = []
         used: list[str] = []
         for at, w in enumerate(words):
-            if w not in self.surnames or w in STOPWORDS or (w in acronyms and w not in capitalised):
+            if w not in self.surnames or (w in acronyms and w not in capitalised):
                 continue
             if len(w) == 1:  # "an SE(3) model" is no paper by an author surnamed E
                 continue
@@ -274,6 +274,8 @@ class Vocabulary:
                 or f"{w}'s" in fold(original).replace("’", "'")
                 or all(x in STOPWORDS for x in words if x != w)
             )
+            if w in STOPWORDS and not (w in capitalised and (after_by or cued)):
+                continue  # a function word is a surname only written as one: "He et al."
             if w in capitalised or after_by or (cued and self.uses(w) == 0):
                 given = self._given_name(words, at, capitalised, original)
                 if given is None:

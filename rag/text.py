@@ -1,13 +1,13 @@
 """Text utilities every stage shares: folding, words, terms, stems, sentences, names.
 
 The word lists are data files in `rag/words/` (one word a line, `#` comments):
-- `stopwords.txt`: function words, which carry no topic anywhere;
-- `contribution.txt`: verbs with which an abstract states what its own work does;
-- `generic_acronyms.txt`: short forms for plain things ("LLM", "RL"), which name no paper.
+- `stopwords.txt`: function words NLTK's English list lacks (with it, STOPWORDS);
+- `contribution.txt`: verbs with which an abstract states what its own work does.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import unicodedata
 from functools import lru_cache
@@ -26,10 +26,19 @@ def word_list(name: str) -> frozenset[str]:
     return frozenset(w.strip() for w in text.splitlines() if w.strip() and w[:1] != "#")
 
 
-STOPWORDS = word_list("stopwords")
+def _nltk_english() -> frozenset[str]:
+    """NLTK's English stop words, from the copy llama-index ships (its globals_helper reads the
+    same file but imports nltk to do so, 1.7 s of a one-off's start)."""
+    spec = importlib.util.find_spec("llama_index.core")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("llama-index-core is not installed: its stop-word list is missing")
+    home = Path(next(iter(spec.submodule_search_locations)))
+    path = home / "_static" / "nltk_cache" / "corpora" / "stopwords" / "english"
+    return frozenset(path.read_text(encoding="utf-8").split())
+
+
+STOPWORDS = _nltk_english() | word_list("stopwords")
 CONTRIBUTION_VERBS = word_list("contribution")
-# Short forms so common in the field that they name no particular thing ("LLM", "FFN").
-GENERIC_ACRONYMS = word_list("generic_acronyms")
 
 
 def fold(text: str) -> str:

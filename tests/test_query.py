@@ -126,6 +126,11 @@ def test_authors_by_full_name_surname_and_the_collections_own_frequencies(
     # A surname stays an author's beside words a track's subarea shares but does not take.
     assert parse("Did Bigger et al. find theory beats practice?", vocab).authors
     assert parse("papers by ana muller", vocab).authors == ("ana muller",)  # accents folded
+    # A surname that is a function word is a name where the question capitalises it.
+    with_he = Vocabulary.build([*PAPERS, Paper("p5", "Graphs.", authors=("Tao He",))])
+    assert parse("Which papers did He et al. write?", with_he).authors == ("tao he",)
+    assert parse("what did he write about graphs?", with_he).authors == ()
+    assert parse("Which Papers Did He Write On Graphs?", with_he).authors == ()  # title case
     # A one-letter surname is a name only with the rest of it.
     with_e = Vocabulary.build([*PAPERS, Paper("p4", "Flows.", authors=("Weinan E",))])
     assert parse("Is the E step of EM needed here?", with_e).authors == ()
