@@ -724,8 +724,16 @@ class Answerer:
                     verdict.text = _end(f"{said}, {_lower_first(body, answer.question)}")
                     continue
                 body = body[:1].upper() + body[1:]
+            short = len(re.findall(r"\w+", body)) < 3
             if (
-                len(re.findall(r"\w+", body)) < 3
+                short
+                and answer.asks is Asks.DETAIL
+                and (quoted := _stating(body, cited, prompt_sources))
+            ):
+                sentences.append(quoted)  # "[1] 207 studies": the value, said by its source
+                continue
+            if (
+                short
                 or _restates(body, answer.question)
                 or _only_points(body, prompt_sources)
                 or _copies_example(body, prompt_sources)
@@ -1015,6 +1023,21 @@ def _only_release(sentence: str, question: str) -> bool:
     asks about none of them."""
     said = set(stems(sentence, _CONTENT_DROP))
     return bool(said) and said <= _RELEASE and not said & set(stems(question, _CONTENT_DROP))
+
+
+def _stating(figure: str, cited: list[int], sources: Sequence[Source]) -> Sentence | None:
+    """For a bare figure the model answered with ("207 studies"), the sentence of a source it
+    cites that states it, quoted: two words are too few to check against a source, and the
+    source's own sentence says what the figure measures."""
+    wanted = numbers(figure)
+    for source in sources:
+        if wanted and source.n in cited:
+            for sentence in source_sentences(source.paper):
+                if wanted <= numbers(sentence):
+                    quoted = Sentence(sentence, [source.n], True, 1.0, sentence, kind="claim")
+                    quoted.own_words, quoted.note = False, f"quoted for the model's '{figure}'"
+                    return quoted
+    return None
 
 
 def _only_points(sentence: str, sources: Sequence[Source]) -> bool:

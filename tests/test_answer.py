@@ -495,6 +495,22 @@ def test_number_questions_get_the_sentence_with_the_number(fake_seed: Settings) 
     assert quoted.written_by == "extractive" and quoted.backend == "extractive"
 
 
+def test_a_bare_figure_is_answered_by_the_cited_sentence_that_states_it(
+    fake_seed: Settings,
+) -> None:
+    # "[1] 7000 runs": too few words to check, but the value the question asked for; the
+    # cited source's sentence that states it is the answer, quoted.
+    question = (
+        "How many training runs were used in the big exploitability comparison of deep RL "
+        "algorithms for imperfect-information games?"
+    )
+    answer = answerer(fake_seed, "[1] 7000 runs")[0].ask(question)
+    assert not answer.abstained and answer.sentences[0].citations == [1]
+    assert "Over 7000 training runs" in answer.text and not answer.sentences[0].own_words
+    # A figure no cited source states is not an answer.
+    assert answerer(fake_seed, "[1] 9000 runs")[0].ask(question).abstained
+
+
 def test_yes_no_answers_open_with_the_verdict_and_cite_evidence(fake_seed: Settings) -> None:
     # A verdict that only restates the question is no evidence: the closest source's
     # sentence is quoted as the evidence.
