@@ -15,11 +15,10 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from evals.bench import CORPORA
+from evals.bench import ALL
 from rag.corpus import _TOKEN, Paper, abstract_key, coined_names, name_shaped, read_file
 from rag.shortforms import PATH, ShortForms
 
-SOURCES = ("icml2026_main.jsonl", "iclr2026.jsonl", "icml2026_workshops.jsonl")
 # A paper coining a form is the exception when fewer than one in five of its writers do.
 BELOW = 0.2
 _NONE = ShortForms(common=frozenset(), below=0.0, papers=0)
@@ -50,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, action="append", default=None)
     parser.add_argument("--out", type=Path, default=PATH)
     args = parser.parse_args(argv)
-    sources = args.source or [CORPORA / name for name in SOURCES]
+    sources = args.source or ALL
     missing = [p for p in sources if not p.is_file()]
     if missing:
         raise SystemExit(f"missing {missing[0]}: the fit reads conference listings")

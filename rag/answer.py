@@ -1030,13 +1030,12 @@ def _stating(figure: str, cited: list[int], sources: Sequence[Source]) -> Senten
     cites that states it, quoted: two words are too few to check against a source, and the
     source's own sentence says what the figure measures."""
     wanted = numbers(figure)
-    for source in sources:
-        if wanted and source.n in cited:
-            for sentence in source_sentences(source.paper):
-                if wanted <= numbers(sentence):
-                    quoted = Sentence(sentence, [source.n], True, 1.0, sentence, kind="claim")
-                    quoted.own_words, quoted.note = False, f"quoted for the model's '{figure}'"
-                    return quoted
+    for source in (s for s in sources if wanted and s.n in cited):
+        for sentence in source_sentences(source.paper):
+            if wanted <= numbers(sentence):
+                quoted = Sentence(sentence, [source.n], True, 1.0, sentence, kind="claim")
+                quoted.own_words, quoted.note = False, f"quoted for the model's '{figure}'"
+                return quoted
     return None
 
 

@@ -128,15 +128,16 @@ class Excerpter:
             q = _without_names(question, paper)
             qv, words = query_vectors[q], set(stems(q, _DROP))
             said = [set(stems(sentence, _DROP)) for sentence in group]
-            weight = _rarity(said)
             scores = []
             for sentence, own in zip(group, said, strict=True):
                 sim = cosine(qv, sentence_vectors[sentence])
                 bonus = NUMBER_BONUS if detail and _NUMBER.search(sentence) else 0.0
                 scores.append(sim + OVERLAP_WEIGHT * len(words & own) + bonus)
             scored.append(scores)
-            shared = [[weight[w] for w in words & own] for own in said]
-            telling.append([(max(ws, default=0.0), math.fsum(ws)) for ws in shared])
+            if detail:  # only a detail's value sentence reads them
+                weight = _rarity(said)
+                shared = [[weight[w] for w in words & own] for own in said]
+                telling.append([(max(ws, default=0.0), math.fsum(ws)) for ws in shared])
         gists = [self._gist_index(group) if group else 0 for group in groups]
         chosen: list[list[int]] = [[] for _ in papers]
         left = budget if budget is not None else 10**9
