@@ -3,9 +3,8 @@ not see.
 
     python -m evals.calibrate [--scales seed,icml] [--out-dir rag/calibration] [--report FILE]
 
-1. The intent classifier (rag.intent) on the development questions' hand-given intents: on
-   their words and embeddings by the embedding model in use (rag/calibration/<model
-   key>.intent.json), and on their words alone (rag/calibration/intent.json).
+1. The intent classifier (rag.intent) on the development questions' hand-given intents:
+   rag/calibration/intent.json. It does not depend on the embedding model.
 2. The relevance model (rag.relevance) for the embedding model in use (RAG_EMBED_MODEL):
    each development question is run through retrieval at each scale (`seed`: the 60 papers
    of corpus/; `icml`: those mixed into ../shared/corpora/icml2026_main.jsonl), its evidence
@@ -53,34 +52,21 @@ from rag.settings import PROJECT_ROOT
 K = 5
 
 
-def fit_intent(
-    questions: list[dict[str, Any]],
-    embeddings: list[list[float]] | None = None,
-    embedding: str = "",
-) -> tuple[IntentModel, dict[str, Any]]:
-    """The intent classifier (on the questions' embeddings too when given), and its
-    leave-one-set-out accuracy."""
+def fit_intent(questions: list[dict[str, Any]]) -> tuple[IntentModel, dict[str, Any]]:
+    """The intent classifier, and its leave-one-set-out accuracy."""
     texts = [q["question"] for q in questions]
     labels = [q["intent"] for q in questions]
     groups = [q["split"] for q in questions]
-
-    def fit(idx: list[int], info: dict[str, Any] | None = None) -> IntentModel:
-        vectors = [embeddings[i] for i in idx] if embeddings is not None else None
-        return IntentModel.fit(
-            [texts[i] for i in idx], [labels[i] for i in idx], info, vectors, embedding
-        )
-
     right = 0
     for group in sorted(set(groups)):
-        fitted = fit([i for i, g in enumerate(groups) if g != group])
+        inside = [i for i, g in enumerate(groups) if g != group]
+        fitted = IntentModel.fit([texts[i] for i in inside], [labels[i] for i in inside])
         right += sum(
-            fitted.predict(texts[i], embeddings[i] if embeddings else None).value == labels[i]
-            for i, g in enumerate(groups)
-            if g == group
+            fitted.predict(texts[i]).value == labels[i] for i, g in enumerate(groups) if g == group
         )
     metrics = {"leave_one_set_out_accuracy": round(right / len(questions), 4)}
     info = {"fitted_on": _source(questions), "metrics": metrics, **_stamp()}
-    return fit(list(range(len(questions))), info), metrics
+    return IntentModel.fit(texts, labels, info), metrics
 
 
 def collect(
@@ -260,16 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     if any(q["split"] == HELD_OUT for q in questions):
         parser.error(f"{DATA} holds held-out questions: fit on development questions only")
 
-    words_only, words_metrics = fit_intent(questions)
-    words_only.save(args.out_dir / "intent.json")
-    intent._LOADED = words_only
-    first = build(args.scales.split(",")[0], warn=False)
-    key = first.index.model_key
-    vectors = [first.query_vector(q["question"]).tolist() for q in questions]
-    intents, intent_metrics = fit_intent(questions, vectors, key)
-    intents.save(intent.path_for(key, args.out_dir))
-    for name, m in (("words alone", words_metrics), ("words and embedding", intent_metrics)):
-        print(f"intent on its {name}: leave-one-set-out {m['leave_one_set_out_accuracy']:.3f}")
+    intents, intent_metrics = fit_intent(questions)
+    intents.save(args.out_dir / "intent.json")
+    intent._LOADED = intents  # the relevance evidence reads the intent just fitted
+    print(f"intent: leave-one-set-out accuracy {intent_metrics['leave_one_set_out_accuracy']:.3f}")
 
     if args.samples and args.samples.exists():
         with args.samples.open("rb") as f:
@@ -280,7 +260,6 @@ def main(argv: list[str] | None = None) -> int:
         for scale in args.scales.split(","):
             retriever = build(scale, warn=False)
             retriever.relevance = None  # the evidence does not depend on a fitted model
-            retriever.intent = intents  # but reads the intent just fitted
             model_key = retriever.index.model_key
             identity = model_identity(retriever.index.settings.embed)
             papers[scale] = len(retriever.papers)
@@ -310,10 +289,11 @@ def main(argv: list[str] | None = None) -> int:
         f"topic words from weight {model.topic_from:.3f}"
     )
     print(json.dumps(figures, indent=1))
-    print(f"wrote {out}, {intent.path_for(key, args.out_dir)} and {args.out_dir / 'intent.json'}")
+    print(f"wrote {out} and {args.out_dir / 'intent.json'}")
     if args.report:
-        report = {"intent": intent_metrics, "intent_words_alone": words_metrics}
-        args.report.write_text(json.dumps(report | {"relevance": figures}, indent=1))
+        args.report.write_text(
+            json.dumps({"intent": intent_metrics, "relevance": figures}, indent=1)
+        )
     return 0
 
 

@@ -1,13 +1,8 @@
 """What a question asks for: a list of papers, a recommendation, a detail, a yes or no, a
 comparison or an explanation. One fitted classifier (multinomial logistic regression on the
-question's words and word pairs, tf-idf weighted, and on its embedding), fitted by
-`python -m evals.calibrate` on the development questions' hand-given intents and saved as
-data: rag/calibration/<model key>.intent.json for an embedding model, and intent.json on the
-words alone, which reads a question where no index (or no fit for its embedding model) is.
-
-The embedding is what lets the classifier read phrasings the questions never used: "is there
-any association between X and Y?" asks as "does X affect Y?" does, not as "is there any work
-on X?" (leave-one-set-out 0.935 on the words alone, 0.945 with the embedding).
+question's words and word pairs, tf-idf weighted), fitted by `python -m evals.calibrate` on
+the development questions' hand-given intents and saved as data (rag/calibration/intent.json).
+It does not depend on the embedding model.
 """
 
 from __future__ import annotations
@@ -43,7 +38,6 @@ class Asks(StrEnum):
 
 
 NAME = "<name>"
-Vector = Sequence[float] | np.ndarray
 
 
 def grams(question: str) -> list[str]:
@@ -62,80 +56,58 @@ def grams(question: str) -> list[str]:
 
 @dataclass
 class IntentModel:
-    """tf-idf (sublinear, l2-normalised) over `grams`, beside the question's unit-length
-    embedding when `dims` > 0 (the two parts weigh alike), then one logistic regression."""
+    """tf-idf (sublinear, l2-normalised) over `grams`, then one logistic regression."""
 
     classes: tuple[str, ...]
     vocab: dict[str, int]
     idf: np.ndarray
-    coef: np.ndarray  # classes x (vocabulary + dims)
+    coef: np.ndarray  # classes x vocabulary
     intercept: np.ndarray
     info: dict[str, Any]
-    dims: int = 0  # the embedding's length; 0 for the words alone
-    embedding: str = ""  # the embedding model's key (rag.index.PaperIndex.model_key)
 
     # A gram in fewer training questions than this is left out (it could only memorise).
     MIN_COUNT = 2
     C = 10.0  # LogisticRegression's inverse regularisation, chosen by cross-validation
 
-    def _vector(self, question: str, embedding: Vector | None = None) -> np.ndarray:
+    def _vector(self, question: str) -> np.ndarray:
         x = np.zeros(len(self.vocab))
         for gram, n in Counter(grams(question)).items():
             if (j := self.vocab.get(gram)) is not None:
                 x[j] = (1.0 + math.log(n)) * self.idf[j]
         norm = np.linalg.norm(x)
-        x = x / norm if norm else x
-        if not self.dims:
-            return x
-        if embedding is None or len(embedding) != self.dims:
-            raise ValueError(f"this intent classifier reads a question's {self.dims}-d embedding")
-        e = np.asarray(embedding, dtype=float)
-        return np.concatenate([x, e / (np.linalg.norm(e) or 1.0)])
+        return x / norm if norm else x
 
-    def proba(self, question: str, embedding: Vector | None = None) -> dict[str, float]:
-        z = self.coef @ self._vector(question, embedding) + self.intercept
+    def proba(self, question: str) -> dict[str, float]:
+        z = self.coef @ self._vector(question) + self.intercept
         e = np.exp(z - z.max())
         return dict(zip(self.classes, (e / e.sum()).tolist(), strict=True))
 
-    def predict_label(self, question: str, embedding: Vector | None = None) -> str:
-        p = self.proba(question, embedding)
+    def predict_label(self, question: str) -> str:
+        p = self.proba(question)
         return max(p, key=lambda c: p[c])
 
-    def predict(self, question: str, embedding: Vector | None = None) -> Asks:
-        return Asks(self.predict_label(question, embedding))
+    def predict(self, question: str) -> Asks:
+        return Asks(self.predict_label(question))
 
     @classmethod
     def fit(
-        cls,
-        questions: Sequence[str],
-        labels: Sequence[str],
-        info: dict[str, Any] | None = None,
-        embeddings: Sequence[Vector] | None = None,
-        embedding: str = "",
+        cls, questions: Sequence[str], labels: Sequence[str], info: dict[str, Any] | None = None
     ) -> IntentModel:
-        """On the questions' words, and their embeddings when given (by the model whose key
-        is `embedding`)."""
-        from scipy import sparse
         from sklearn.linear_model import LogisticRegression
 
         df = Counter(g for q in questions for g in set(grams(q)))
         kept = sorted(g for g, n in df.items() if n >= cls.MIN_COUNT)
         vocab = {g: j for j, g in enumerate(kept)}
         idf = np.array([math.log((1 + len(questions)) / (1 + df[g])) + 1.0 for g in kept])
-        dims = len(embeddings[0]) if embeddings is not None and len(embeddings) else 0
-        bare = cls((), vocab, idf, np.zeros((0, len(vocab))), np.zeros(0), {}, dims)
-        vectors = embeddings if embeddings is not None else [None] * len(questions)
-        # Sparse: most of a row's grams are absent, and lbfgs is then several times faster.
-        x = sparse.csr_matrix(
-            np.array([bare._vector(q, v) for q, v in zip(questions, vectors, strict=True)])
-        )
+        bare = cls((), vocab, idf, np.zeros((0, len(vocab))), np.zeros(0), {})
+        x = np.array([bare._vector(q) for q in questions])
         model = LogisticRegression(C=cls.C, max_iter=5000).fit(x, list(labels))
         classes = tuple(str(c) for c in model.classes_)
         coef, intercept = model.coef_, model.intercept_
         if len(classes) == 2:  # one row for the second class: the first's logit is 0
             coef = np.vstack([np.zeros_like(coef[0]), coef[0]])
             intercept = np.array([0.0, intercept[0]])
-        return cls(classes, vocab, idf, coef, intercept, info or {}, dims, embedding)
+        return cls(classes, vocab, idf, coef, intercept, info or {})
 
     def to_json(self) -> dict[str, Any]:
         grams_ = sorted(self.vocab, key=self.vocab.__getitem__)
@@ -146,8 +118,6 @@ class IntentModel:
             "idf": [round(float(v), 5) for v in self.idf],
             "coef": [[round(float(v), 5) for v in row] for row in self.coef],
             "intercept": [round(float(v), 5) for v in self.intercept],
-            "dims": self.dims,
-            "embedding": self.embedding,
             **self.info,
         }
 
@@ -160,10 +130,9 @@ class IntentModel:
             raise ValueError(f"classes {classes} are not among {[a.value for a in Asks]}")
         grams_ = data["grams"]
         coef = np.asarray(data["coef"], dtype=float)
-        dims = int(data.get("dims", 0))
-        if coef.shape != (len(classes), len(grams_) + dims):
-            raise ValueError("coef is not classes x (grams + dims)")
-        known = {"format", "classes", "grams", "idf", "coef", "intercept", "dims", "embedding"}
+        if coef.shape != (len(classes), len(grams_)):
+            raise ValueError("coef is not classes x grams")
+        known = {"format", "classes", "grams", "idf", "coef", "intercept"}
         return cls(
             classes,
             {g: j for j, g in enumerate(grams_)},
@@ -171,8 +140,6 @@ class IntentModel:
             coef,
             np.asarray(data["intercept"], dtype=float),
             {k: v for k, v in data.items() if k not in known},
-            dims,
-            str(data.get("embedding", "")),
         )
 
     def save(self, path: Path = PATH) -> None:
@@ -185,33 +152,16 @@ class IntentModel:
 _LOADED: IntentModel | None = None
 
 
-def _read(path: Path) -> IntentModel:
-    try:
-        return IntentModel.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise RuntimeError(
-            f"the intent classifier {path} is missing or unreadable ({err}); "
-            "fit it with `python -m evals.calibrate`"
-        ) from err
-
-
 def model() -> IntentModel:
-    """The shipped classifier on the words alone, read once. A missing or broken file is an
-    install error: every question needs an intent, so it is raised, not papered over."""
+    """The shipped classifier, read once. A missing or broken file is an install error:
+    every question needs an intent, so it is raised, not papered over."""
     global _LOADED
     if _LOADED is None:
-        _LOADED = _read(PATH)
+        try:
+            _LOADED = IntentModel.from_json(json.loads(PATH.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise RuntimeError(
+                f"the intent classifier {PATH} is missing or unreadable ({err}); "
+                "fit it with `python -m evals.calibrate`"
+            ) from err
     return _LOADED
-
-
-def path_for(model_key: str, home: Path = PATH.parent) -> Path:
-    return home / f"{model_key}.intent.json"
-
-
-def load(homes: Sequence[Path], model_key: str) -> tuple[IntentModel, str]:
-    """The classifier fitted with this embedding model (the first of `homes` holding one, then
-    the shipped one), or the words alone with the reason why."""
-    for home in [*homes, PATH.parent]:
-        if path_for(model_key, home).is_file():
-            return _read(path_for(model_key, home)), ""
-    return model(), f"no intent fit for embedding model {model_key}: the question's words alone"

@@ -417,20 +417,17 @@ def parse(
     author: str | None = None,
     track: str | None = None,
     within: Iterable[str] | None = None,
-    asks: Asks | None = None,
 ) -> Query:
     """The question read against the collection's vocabulary.
 
     `author` and `track` are explicit filters (the CLI's --author/--track): then the wording
-    is not searched for names. `within` restricts a follow-up to earlier papers. `asks` is
-    what the question asks for when the caller's classifier has read it (one that reads its
-    embedding, rag.retrieve), else the words-only classifier reads it here.
+    is not searched for names. `within` restricts a follow-up to earlier papers.
     """
     words = tokens(question)
     q = Query(
         text=question,
         words=tuple(words),
-        asks=asks if asks is not None else intent.model().predict(question),
+        asks=intent.model().predict(question),
         within=frozenset(within) if within is not None else None,
     )
     if author or track:

@@ -25,10 +25,9 @@ from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
-from rag import intent, relevance
+from rag import relevance
 from rag.corpus import Paper
 from rag.index import Hit, PaperIndex, Snapshot
-from rag.intent import IntentModel
 from rag.query import Query, Vocabulary, parse
 from rag.relevance import Candidate, Evidence, RelevanceModel
 from rag.text import light, split_sentences, terms
@@ -141,38 +140,11 @@ class Retriever:
         self._tables: _Tables | None = None
         self._pinned = threading.local()
         self._model: tuple[RelevanceModel | None, str] | None = None
-        self._intent: tuple[IntentModel, str] | None = None
-        self._last_vector: tuple[str, np.ndarray] | None = None
 
     def _fitted(self) -> tuple[RelevanceModel | None, str]:
         if self._model is None:
             self._model = relevance.load([self.index.settings.home], self.index.model_key)
         return self._model
-
-    def _classifier(self) -> tuple[IntentModel, str]:
-        if self._intent is None:
-            self._intent = intent.load([self.index.settings.home], self.index.model_key)
-        return self._intent
-
-    @property
-    def intent(self) -> IntentModel:
-        """The intent classifier fitted with this index's embedding model (rag.intent)."""
-        return self._classifier()[0]
-
-    @intent.setter
-    def intent(self, model: IntentModel) -> None:
-        self._intent = (model, "")
-
-    def query_vector(self, text: str) -> np.ndarray:
-        """The question's unit-length embedding. The intent classifier and the cosines both
-        read it, so the last one is kept rather than embedded twice."""
-        last = self._last_vector  # one read: another thread may replace it meanwhile
-        if last is not None and last[0] == text:
-            return last[1]
-        vector = np.asarray(self.index.query_model.get_query_embedding(text), dtype=np.float32)
-        vector /= np.linalg.norm(vector) or 1.0
-        self._last_vector = (text, vector)
-        return vector
 
     @property
     def relevance(self) -> RelevanceModel | None:
@@ -187,7 +159,7 @@ class Retriever:
     def warning(self) -> str:
         """Why questions are not judged as fitted (no model for this embedding model, a
         file that could not be read), or ""."""
-        return "; ".join(w for w in (self._fitted()[1], self._classifier()[1]) if w)
+        return self._fitted()[1]
 
     # ------------------------------------------------------------------ loading
 
@@ -274,10 +246,7 @@ class Retriever:
         within: Iterable[str] | None = None,
     ) -> Query:
         """The question read against the loaded collection (rag.query)."""
-        model = self.intent
-        embedding = self.query_vector(question) if model.dims else None
-        asks = model.predict(question, embedding)
-        return parse(question, self._vocab, author, track, within, asks)
+        return parse(question, self._vocab, author, track, within)
 
     def resolve(self, paper_id: str) -> str:
         """The current id of a paper known by an older or other id."""
@@ -579,7 +548,9 @@ class Retriever:
         out = np.full(len(tables.order), -1.0, dtype=np.float32)
         if not len(tables.vectors):
             return out
-        scores = tables.vectors @ self.query_vector(question)
+        vector = np.asarray(self.index.query_model.get_query_embedding(question), dtype=np.float32)
+        vector /= np.linalg.norm(vector) or 1.0
+        scores = tables.vectors @ vector
         ok = tables.vector_rows >= 0
         np.maximum.at(out, tables.vector_rows[ok], scores[ok])
         return out

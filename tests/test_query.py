@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from rag import intent
@@ -92,40 +91,6 @@ def test_an_intent_classifier_fits_round_trips_and_reads_unseen_words(tmp_path: 
         assert again.predict_label(q) == fitted.predict_label(q)
     assert again.predict_label("which papers study robots?") == "papers"
     assert again.predict_label("how many experts does it use?") == "detail"
-
-
-def test_an_intent_classifier_with_embeddings_reads_what_the_words_leave_open(
-    tmp_path: Path,
-) -> None:
-    # The same words ask for papers or for a verdict; only the embedding tells them apart.
-    rng = np.random.default_rng(0)
-    works, claims = rng.normal(size=(2, 8))
-    topics = ("graphs", "bandits", "proteins", "audio", "robots", "music")
-    questions = [f"is there any {t}?" for t in topics] * 2
-    labels = ["papers"] * len(topics) + ["yesno"] * len(topics)
-    vectors = [works + rng.normal(scale=0.1, size=8) for _ in topics]
-    vectors += [claims + rng.normal(scale=0.1, size=8) for _ in topics]
-    fitted = IntentModel.fit(questions, labels, None, vectors, "key1")
-    fitted.save(intent.path_for("key1", tmp_path))
-    again, why = intent.load([tmp_path], "key1")
-    assert why == "" and again.dims == 8 and again.embedding == "key1"
-    assert again.predict_label("is there any chess?", claims) == "yesno"
-    assert again.predict_label("is there any chess?", works) == "papers"
-    with pytest.raises(ValueError, match="embedding"):
-        again.proba("is there any chess?")
-    # No fit for another embedding model: the words alone, and that is said.
-    words, why = intent.load([tmp_path], "other")
-    assert words.dims == 0 and "other" in why
-
-
-def test_the_shipped_intent_fit_for_the_default_embedder_reads_better_than_words_alone() -> None:
-    fits = sorted(intent.PATH.parent.glob("*.intent.json"))
-    assert fits, "no intent classifier fitted with an embedding model"
-    for path in fits:
-        model = IntentModel.from_json(json.loads(path.read_text()))
-        assert model.dims > 0 and path.name == f"{model.embedding}.intent.json"
-        own = model.info["metrics"]["leave_one_set_out_accuracy"]
-        assert own >= intent.model().info["metrics"]["leave_one_set_out_accuracy"]
 
 
 def test_authors_by_full_name_surname_and_the_collections_own_frequencies(

@@ -42,20 +42,6 @@ def test_paraphrase_finds_the_paper(real_retriever: Retriever) -> None:
     assert {"dense"} <= set(r.hits[0].matched)
 
 
-def test_the_question_is_read_with_its_embedding_by_the_real_model(
-    real_retriever: Retriever,
-) -> None:
-    # The classifier fitted with the index's embedding model reads the question's vector,
-    # the same one the cosines read (embedded once).
-    model = real_retriever.intent
-    assert model.dims > 0 and model.embedding == real_retriever.index.model_key
-    assert real_retriever.warning == ""
-    question = "Is there an association between model size and jailbreak success?"
-    r = real_retriever.retrieve(question)
-    assert r.parsed is not None
-    assert r.parsed.asks is model.predict(question, real_retriever.query_vector(question))
-
-
 def test_method_name_comes_first(retriever: Retriever) -> None:
     r = retriever.retrieve("What is SOTAlign?")
     assert names(r)[0] == "SOTAlign" and "name" in r.hits[0].matched
