@@ -1030,7 +1030,9 @@ def _stating(figure: str, cited: list[int], sources: Sequence[Source]) -> Senten
     cites that states it, quoted: two words are too few to check against a source, and the
     source's own sentence says what the figure measures."""
     wanted = numbers(figure)
-    for source in (s for s in sources if wanted and s.n in cited):
+    if not wanted:
+        return None
+    for source in (s for s in sources if s.n in cited):
         for sentence in source_sentences(source.paper):
             if wanted <= numbers(sentence):
                 quoted = Sentence(sentence, [source.n], True, 1.0, sentence, kind="claim")
